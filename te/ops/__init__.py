@@ -1,0 +1,1 @@
+"""Operator library (filled in below)."""

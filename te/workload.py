@@ -1,0 +1,202 @@
+"""The workload registry: named, parameterised expressions with stable keys.
+
+    @te.register_workload("my_gemv")
+    def my_gemv(N, K, dtype="float32"):
+        ...
+        return [A, x, y]            # inputs first, then outputs: the call order
+
+    wl = te.create_workload("my_gemv", N=512, K=256)
+    wl.args, wl.flops, wl.key
+
+``key`` is the name plus the parameters (defaults filled in) as canonical JSON, so it is
+the same string in every process and on every machine; the tuning database indexes
+records by it.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dtypes
+from .dag import input_placeholders, topological_order
+from .errors import WorkloadError
+from .expr import Binary, Call, Compare, Expr, Logical, Not, Reduce, Select, TensorRead, post_order
+from .tensor import ComputeOp, PlaceholderOp, Tensor
+
+_REGISTRY: dict[str, Callable[..., list[Tensor]]] = {}
+
+
+def register_workload(name: str, *, override: bool = False):
+    """Decorator registering ``fn(**params) -> [inputs..., outputs...]`` under ``name``."""
+    if not isinstance(name, str) or not name:
+        raise WorkloadError(f"workload name must be a non-empty string, got {name!r}")
+
+    def decorate(fn):
+        if name in _REGISTRY and not override and _REGISTRY[name] is not fn:
+            raise WorkloadError(f"workload {name!r} is already registered (pass override=True to replace it)")
+        _REGISTRY[name] = fn
+        return fn
+
+    return decorate
+
+
+def list_workloads() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_workload_function(name: str) -> Callable[..., list[Tensor]]:
+    _ensure_library_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise WorkloadError(f"unknown workload {name!r}; registered workloads: {known}") from None
+
+
+def _ensure_library_loaded() -> None:
+    from . import ops  # noqa: F401  (registers the library's workloads)
+
+
+def _canonical(value, where: str):
+    """A JSON-stable form of one parameter value."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v, where) for v in value]
+    raise WorkloadError(f"{where}: parameter value {value!r} is not a number, string, bool or list of them")
+
+
+def _bind_params(name: str, fn: Callable, params: dict[str, Any]) -> dict[str, Any]:
+    sig = inspect.signature(fn)
+    unknown = [p for p in params if p not in sig.parameters]
+    if unknown:
+        raise WorkloadError(
+            f"workload {name!r} got unknown parameter(s) {', '.join(unknown)}; "
+            f"it takes {', '.join(sig.parameters)}"
+        )
+    missing = [p.name for p in sig.parameters.values() if p.default is inspect.Parameter.empty and p.name not in params]
+    if missing:
+        raise WorkloadError(f"workload {name!r} is missing parameter(s) {', '.join(missing)}")
+    bound = sig.bind(**params)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One instance of a registered workload."""
+
+    name: str
+    params: dict[str, Any]
+    args: list[Tensor] = field(repr=False)
+    num_inputs: int
+
+    @property
+    def inputs(self) -> list[Tensor]:
+        return self.args[: self.num_inputs]
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return self.args[self.num_inputs:]
+
+    @property
+    def key(self) -> str:
+        """Stable identity: ``name`` + canonical JSON of the parameters."""
+        return workload_key(self.name, self.params)
+
+    @property
+    def flops(self) -> int:
+        return flop_count(self.outputs)
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Input arrays of the right shapes and dtypes (values in [-1, 1) for floats)."""
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for t in self.inputs:
+            dt = dtypes.numpy_dtype(t.dtype)
+            if dtypes.is_float(t.dtype):
+                arrays.append(rng.uniform(-1, 1, size=t.shape).astype(dt))
+            elif t.dtype == "bool":
+                arrays.append(rng.integers(0, 2, size=t.shape).astype(dt))
+            else:
+                arrays.append(rng.integers(-8 if dt.kind == "i" else 0, 8, size=t.shape).astype(dt))
+        return arrays
+
+    def reference(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Outputs computed by the NumPy reference evaluator."""
+        from .evaluate import evaluate
+
+        return evaluate(self.outputs, dict(zip(self.inputs, inputs)))
+
+
+def workload_key(name: str, params: dict[str, Any]) -> str:
+    canonical = {k: _canonical(v, f"workload {name!r}") for k, v in params.items()}
+    return name + json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+
+
+def create_workload(name: str, **params) -> Workload:
+    """Instantiate workload ``name`` with ``params`` (defaults filled in)."""
+    fn = get_workload_function(name)
+    bound = _bind_params(name, fn, params)
+    for k, v in bound.items():
+        _canonical(v, f"workload {name!r} parameter {k!r}")
+    args = fn(**bound)
+    if isinstance(args, Tensor) or not all(isinstance(t, Tensor) for t in args):
+        raise WorkloadError(f"workload {name!r} must return a list of tensors (inputs, then outputs)")
+    args = list(args)
+    num_inputs = sum(isinstance(t.op, PlaceholderOp) for t in args)
+    if any(not isinstance(t.op, PlaceholderOp) for t in args[:num_inputs]) or num_inputs == len(args):
+        raise WorkloadError(f"workload {name!r} must return its placeholders first, then at least one output")
+    needed = input_placeholders(args[num_inputs:])
+    missing = [t.name for t in needed if t not in args[:num_inputs]]
+    if missing:
+        raise WorkloadError(f"workload {name!r}: outputs read placeholder(s) {', '.join(missing)} not in its args")
+    return Workload(name, bound, args, num_inputs)
+
+
+# ---------------------------------------------------------------- FLOP counting
+
+def _expr_flops(e: Expr) -> int:
+    """Arithmetic operations in ``e`` outside index computations and conditions."""
+    count = 0
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, TensorRead):
+            continue  # index arithmetic is addressing, not work
+        if isinstance(node, Select):
+            stack.extend([node.true_value, node.false_value])
+            continue
+        if isinstance(node, (Compare, Logical, Not)):
+            continue
+        if isinstance(node, (Binary, Call)):
+            count += 1
+        stack.extend(node.children())
+    return count
+
+
+def flop_count(outputs) -> int:
+    """FLOPs to compute ``outputs``: per compute, arithmetic ops per point times points.
+
+    A reduction counts one combine per reduction point (so matmul is 2*M*N*K).
+    """
+    total = 0
+    for op in topological_order(outputs):
+        if not isinstance(op, ComputeOp):
+            continue
+        points = int(np.prod([iv.extent for iv in op.axis + op.reduce_axis]))
+        body = op.body
+        per_point = _expr_flops(body.source) + 1 if isinstance(body, Reduce) else _expr_flops(body)
+        total += points * per_point
+    return total
