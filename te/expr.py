@@ -475,6 +475,9 @@ def rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
     old = node.children()
     if len(old) == len(new_children) and all(x is y for x, y in zip(old, new_children)):
         return node
+    custom = getattr(node, "with_children", None)
+    if custom is not None:  # node types defined outside te (e.g. the loop IR's loads)
+        return custom(tuple(new_children))
     if isinstance(node, Call):
         return Call(node.func, tuple(new_children), node.dtype)
     if isinstance(node, TensorRead):

@@ -1,0 +1,304 @@
+"""The C-family source printer shared by the CPU (C) and CUDA backends.
+
+One walk over the loop IR; what differs between languages is data on a ``Dialect``
+(type names, restrict keyword, loop pragmas, local/shared declarations, barrier,
+thread indices), not a second walk.
+
+Integer semantics follow the expression language: ``//`` and ``%`` are floor division
+and modulo (plain ``/`` and ``%`` are emitted when the loop bounds prove both operands
+non-negative, the usual case for indices), narrow integer results wrap (cast back to
+their type after each operation), and signed overflow wraps (``-fwrapv`` on gcc).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from te import dtypes
+from te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
+from schedule import ir
+from schedule.ir import Allocate, Barrier, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt
+from schedule.printer import NameTable
+from schedule.simplify import interval
+
+C_TYPES = {
+    "float16": "_Float16", "float32": "float", "float64": "double",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "bool": "bool",
+}
+C_KEYWORDS = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+    "volatile", "while", "bool", "threadIdx", "blockIdx", "blockDim", "gridDim", "min", "max", "exp",
+    "log", "sqrt", "tanh", "abs", "floor", "ceil", "erf", "sin", "cos", "pow",
+}
+_MATH_FLOAT32 = {
+    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "erf": "erff", "floor": "floorf",
+    "ceil": "ceilf", "sin": "sinf", "cos": "cosf", "abs": "fabsf",
+}
+_INFIX = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/",
+    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||",
+}
+#: Buffers up to this size live on the stack; larger ones are heap-allocated.
+STACK_BYTES = 64 * 1024
+
+
+@dataclass
+class Dialect:
+    """What a C-family language spells differently."""
+
+    types: dict = field(default_factory=lambda: dict(C_TYPES))
+    restrict: str = "__restrict__"
+    function_prefix: str = ""
+    float16_math_via_float: bool = True
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        return []
+
+    def loop_header(self, loop: For, var: str, extent: str) -> str | None:
+        """A replacement for the ``for`` line (e.g. a thread index), or None."""
+        return None
+
+    def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
+        """Lines that declare ``buf`` and lines that release it after its scope."""
+        nbytes = buf.size * dtypes.bits(buf.dtype) // 8
+        if nbytes <= STACK_BYTES:
+            return [f"{ctype} {name}[{buf.size}] __attribute__((aligned(64)));"], []
+        padded = -(-nbytes // 64) * 64
+        return [f"{ctype}* {self.restrict} {name} = ({ctype}*)aligned_alloc(64, {padded});"], [f"free({name});"]
+
+    def barrier(self) -> str:
+        raise NotImplementedError("barriers exist only on GPU targets")
+
+
+def _literal(c: Const, types: dict) -> str:
+    if c.dtype == "bool":
+        return "1" if c.value else "0"
+    if dtypes.is_float(c.dtype):
+        v = c.value
+        if math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        elif math.isnan(v):
+            text = "NAN"
+        else:
+            text = repr(float(v))
+            if "e" not in text and "." not in text:
+                text += ".0"
+            if c.dtype != "float64":
+                text += "f"
+        return text if c.dtype in ("float32", "float64") else f"(({types[c.dtype]}){text})"
+    if c.dtype == "int32":
+        return str(c.value) if c.value >= 0 else f"({c.value})"
+    if c.dtype == "int64":
+        return f"({c.value}LL)"
+    return f"(({types[c.dtype]}){c.value})"
+
+
+class CSourcePrinter:
+    """Prints one ``LoweredFunc`` as a C-family function."""
+
+    def __init__(self, dialect: Dialect):
+        self.dialect = dialect
+        self.names = NameTable(reserved=C_KEYWORDS)
+        self.buffer_names: dict[Buffer, str] = {}
+        self.bounds: dict[Var, tuple[int, int]] = {}
+        self.helpers: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.depth = 1
+
+    # ------------------------------------------------------------ names and helpers
+
+    def buffer_name(self, buf: Buffer) -> str:
+        name = self.buffer_names.get(buf)
+        if name is None:
+            name = self.names(Var(buf.name))
+            self.buffer_names[buf] = name
+        return name
+
+    def ctype(self, dtype: str) -> str:
+        return self.dialect.types[dtype]
+
+    def helper(self, name: str, code: str) -> str:
+        self.helpers.setdefault(name, code)
+        return name
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, e: Expr) -> str:
+        method = getattr(self, "_" + type(e).__name__, None)
+        if method is None:
+            raise NotImplementedError(f"no C code for {type(e).__name__} nodes")
+        return method(e)
+
+    def _Var(self, e: Var) -> str:
+        return self.names(e)
+
+    def _Const(self, e: Const) -> str:
+        return _literal(e, self.dialect.types)
+
+    def _wrap_narrow(self, text: str, dtype: str) -> str:
+        if dtypes.is_int(dtype) and dtypes.bits(dtype) < 32:
+            return f"(({self.ctype(dtype)})({text}))"
+        return text
+
+    def _nonnegative(self, e: Expr) -> bool:
+        r = interval(e, self.bounds)
+        return r is not None and r[0] >= 0
+
+    def _Binary(self, e: Binary) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in _INFIX:
+            return self._wrap_narrow(f"({a} {_INFIX[e.op]} {b})", e.dtype)
+        t = self.ctype(e.dtype)
+        if e.op in ("floordiv", "floormod"):
+            if self._nonnegative(e.a) and self._nonnegative(e.b):
+                return self._wrap_narrow(f"({a} {'/' if e.op == 'floordiv' else '%'} {b})", e.dtype)
+            name = f"at_{e.op}_{e.dtype}"
+            body = (
+                f"{t} q = a / b; {t} r = a % b; if (r != 0 && ((r < 0) != (b < 0))) {{ q -= 1; r += b; }} "
+                f"return {'q' if e.op == 'floordiv' else 'r'};"
+            )
+            self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ {body} }}")
+            return f"{name}({a}, {b})"
+        if e.op in ("min", "max"):
+            name = f"at_{e.op}_{e.dtype}"
+            cmp = "<" if e.op == "min" else ">"
+            self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+            return f"{name}({a}, {b})"
+        if e.op == "pow":
+            return self._math_call("pow", [a, b], e.dtype)
+        raise NotImplementedError(f"binary op {e.op}")
+
+    def _Compare(self, e: Compare) -> str:
+        return f"({self.expr(e.a)} {_INFIX[e.op]} {self.expr(e.b)})"
+
+    def _Logical(self, e: Logical) -> str:
+        return f"({self.expr(e.a)} {_INFIX[e.op]} {self.expr(e.b)})"
+
+    def _Not(self, e: Not) -> str:
+        return f"(!{self.expr(e.a)})"
+
+    def _Select(self, e: Select) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    def _Cast(self, e: Cast) -> str:
+        return f"(({self.ctype(e.dtype)})({self.expr(e.value)}))"
+
+    def _math_call(self, func: str, args: list[str], dtype: str) -> str:
+        base = {"pow": "powf"}.get(func) or _MATH_FLOAT32[func]
+        if dtype == "float64":
+            base = {"fabsf": "fabs"}.get(base, base[:-1])
+            return f"{base}({', '.join(args)})"
+        if dtype == "float16":
+            inner = ", ".join(f"(float)({a})" for a in args)
+            return f"(({self.ctype('float16')}){base}({inner}))"
+        return f"{base}({', '.join(args)})"
+
+    def _Call(self, e: Call) -> str:
+        x = self.expr(e.args[0])
+        one = _literal(Const(1.0, e.dtype), self.dialect.types)
+        if e.func == "sigmoid":
+            return f"({one} / ({one} + {self._math_call('exp', [f'-({x})'], e.dtype)}))"
+        if e.func == "rsqrt":
+            return f"({one} / {self._math_call('sqrt', [x], e.dtype)})"
+        return self._math_call(e.func, [x], e.dtype)
+
+    def flat_index(self, buf: Buffer, indices) -> str:
+        from schedule.simplify import simplify
+
+        flat: Expr = Const(0)
+        stride = 1
+        for idx, extent in reversed(list(zip(indices, buf.shape))):
+            flat = flat + idx * stride
+            stride *= extent
+        return self.expr(simplify(flat, self.bounds))
+
+    def _BufferLoad(self, e: BufferLoad) -> str:
+        return f"{self.buffer_name(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]"
+
+    # ------------------------------------------------------------ statements
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, For):
+            self._for(s)
+        elif isinstance(s, ir.Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, BufferStore):
+            target = f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}]"
+            self.emit(f"{target} = {self.expr(s.value)};")
+        elif isinstance(s, Allocate):
+            self._allocate(s)
+        elif isinstance(s, IfThenElse):
+            self.emit(f"if {self._cond(s.condition)} {{")
+            self._indented(s.then_case)
+            if s.else_case is not None:
+                self.emit("} else {")
+                self._indented(s.else_case)
+            self.emit("}")
+        elif isinstance(s, Barrier):
+            self.emit(self.dialect.barrier())
+        else:
+            raise NotImplementedError(f"no C code for {type(s).__name__}")
+
+    def _cond(self, e: Expr) -> str:
+        text = self.expr(e)
+        return text if text.startswith("(") and text.endswith(")") else f"({text})"
+
+    def _indented(self, s: Stmt) -> None:
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    def _for(self, loop: For) -> None:
+        var = self.names(loop.var)
+        extent = self.expr(loop.extent)
+        n = ir.const_int(loop.extent)
+        saved = self.bounds.get(loop.var)
+        self.bounds[loop.var] = (0, n - 1) if n is not None else None
+        header = self.dialect.loop_header(loop, var, extent)
+        if header is not None:
+            self.emit("{")
+            self.emit(f"  {header}")
+            self._indented(loop.body)
+            self.emit("}")
+        else:
+            for pragma in self.dialect.loop_pragmas(loop):
+                self.emit(pragma)
+            self.emit(f"for (int32_t {var} = 0; {var} < {extent}; ++{var}) {{")
+            self._indented(loop.body)
+            self.emit("}")
+        if saved is None:
+            self.bounds.pop(loop.var, None)
+        else:
+            self.bounds[loop.var] = saved
+
+    def _allocate(self, s: Allocate) -> None:
+        name = self.buffer_name(s.buffer)
+        declare, release = self.dialect.allocate(s.buffer, name, self.ctype(s.buffer.dtype))
+        self.emit("{")
+        self.depth += 1
+        for line in declare:
+            self.emit(line)
+        self.stmt(s.body)
+        for line in release:
+            self.emit(line)
+        self.depth -= 1
+        self.emit("}")
+
+    # ------------------------------------------------------------ function
+
+    def function(self, func: LoweredFunc, qualifiers: str = "") -> tuple[str, str]:
+        """(helper definitions, function definition) of ``func``."""
+        params = [f"{self.ctype(b.dtype)}* {self.dialect.restrict} {self.buffer_name(b)}" for b in func.params]
+        name = self.names(Var(func.name))
+        self.stmt(func.body)
+        header = f"{qualifiers}void {name}({', '.join(params)}) {{"
+        body = "\n".join([header] + self.lines + ["}"])
+        helpers = "\n".join(self.helpers[k] for k in sorted(self.helpers))
+        return helpers, body

@@ -1,0 +1,170 @@
+"""The CPU backend: C source from the loop IR, gcc, ctypes.
+
+    source = generate_source(func)           # C text (OpenMP pragmas for parallel/simd)
+    path = compile_source(source)            # gcc -O3 -march=native ..., cached on disk
+    module = CPUModule(func, source, path)   # callable with NumPy arrays
+
+The compile cache is content-addressed: the shared object's name is a hash of the
+compiler, its flags and the source, so identical kernels compile once per machine,
+even across processes (files are written under a temporary name, then renamed).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from te import dtypes
+from schedule import ir
+from schedule.ir import For, LoweredFunc
+
+from .c_family import CSourcePrinter, Dialect
+
+CC = os.environ.get("CC", "gcc")
+CFLAGS = (
+    "-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopenmp", "-fwrapv",
+    "-std=gnu11", "-shared", "-fPIC",
+)
+PREAMBLE = """#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+"""
+
+
+class BuildError(RuntimeError):
+    """The C compiler rejected a generated kernel (the message carries its diagnostics)."""
+
+
+class CPUDialect(Dialect):
+    """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma."""
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        if loop.kind == ir.PARALLEL:
+            return ["#pragma omp parallel for schedule(static)"]
+        if loop.kind == ir.VECTORIZED:
+            return ["#pragma omp simd"]
+        if loop.kind == ir.UNROLLED:
+            n = ir.const_int(loop.extent)
+            return [f"#pragma GCC unroll {min(n, 65534)}"] if n else []
+        if loop.kind == ir.THREAD_BINDING:
+            raise BuildError(
+                f"loop {loop.var.name!r} is bound to {loop.thread_tag}; "
+                f"schedules that bind GPU threads build with target='cuda'"
+            )
+        return []
+
+
+def generate_source(func: LoweredFunc) -> str:
+    """The C translation unit of ``func``: includes, helpers, the kernel."""
+    helpers, body = CSourcePrinter(CPUDialect()).function(func)
+    return "\n".join(part for part in (PREAMBLE, helpers, body) if part) + "\n"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("AUTOTUNE_CACHE_DIR")
+    if root:
+        path = Path(root)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "autotune"
+    path = path / "kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version() -> str:
+    try:
+        out = subprocess.run([CC, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"C compiler {CC!r} not found or not working: {exc}") from None
+    return out.splitlines()[0].strip()
+
+
+def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float | None = 60.0) -> Path:
+    """Compile ``source`` to a shared object (or reuse the cached one) and return its path."""
+    key = hashlib.sha256("\0".join((compiler_version(), *flags, source)).encode()).hexdigest()[:32]
+    target = cache_dir() / f"k_{key}.so"
+    if target.exists():
+        return target
+    with tempfile.TemporaryDirectory(prefix="autotune-cc-") as tmp:
+        src = Path(tmp) / "kernel.c"
+        src.write_text(source)
+        out = Path(tmp) / "kernel.so"
+        try:
+            proc = subprocess.run([CC, *flags, str(src), "-o", str(out)], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"gcc timed out after {timeout} s") from None
+        if proc.returncode != 0:
+            raise BuildError(f"gcc failed:\n{proc.stderr.strip()[:4000]}")
+        partial = target.with_suffix(f".{os.getpid()}.tmp")  # the temp dir may be on another filesystem
+        shutil.copyfile(out, partial)
+        os.replace(partial, target)
+    return target
+
+
+class CPUModule:
+    """A compiled kernel, called with NumPy arrays in the order of its arguments.
+
+    Arrays are checked (count, shape, dtype, C-contiguity, outputs writable, no
+    aliasing) before the call: a mismatch raises ValueError naming the argument.
+    """
+
+    def __init__(self, func: LoweredFunc, source: str, path: Path):
+        self.func = func
+        self.source = source
+        self.path = path
+        lib = ctypes.CDLL(str(path))
+        self._fn = getattr(lib, func.name)
+        self._fn.argtypes = [ctypes.c_void_p] * len(func.params)
+        self._fn.restype = None
+        self._lib = lib
+
+    @property
+    def params(self):
+        return self.func.params
+
+    def check_args(self, arrays) -> None:
+        params = self.func.params
+        if len(arrays) != len(params):
+            names = ", ".join(b.name for b in params)
+            raise ValueError(f"kernel {self.func.name!r} takes {len(params)} arrays ({names}), got {len(arrays)}")
+        seen: dict[int, str] = {}
+        for n, (arr, buf) in enumerate(zip(arrays, params)):
+            where = f"argument {n} ({buf.name})"
+            if not isinstance(arr, np.ndarray):
+                raise ValueError(f"{where}: expected a numpy.ndarray, got {type(arr).__name__}")
+            if arr.shape != buf.shape:
+                raise ValueError(f"{where}: expected shape {buf.shape}, got {arr.shape}")
+            if arr.dtype != dtypes.numpy_dtype(buf.dtype):
+                raise ValueError(f"{where}: expected dtype {buf.dtype}, got {arr.dtype}")
+            if not arr.flags.c_contiguous:
+                raise ValueError(f"{where}: array must be C-contiguous (use numpy.ascontiguousarray)")
+            ptr = arr.ctypes.data
+            if ptr in seen:
+                raise ValueError(f"{where}: same memory as {seen[ptr]}; pass distinct arrays")
+            seen[ptr] = where
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self.check_args(arrays)
+        self._fn(*[a.ctypes.data for a in arrays])
+
+    def call_unchecked(self, pointers) -> None:
+        """Call with raw data pointers (the timing loop uses this to skip the checks)."""
+        self._fn(*pointers)
+
+    def __repr__(self):
+        return f"CPUModule({self.func.name}, {self.path.name})"
+
+
+def build(func: LoweredFunc) -> CPUModule:
+    source = generate_source(func)
+    return CPUModule(func, source, compile_source(source))

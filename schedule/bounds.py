@@ -1,0 +1,76 @@
+"""Bound inference: how much of a producer a consumer needs inside one of its loops.
+
+A stage attached with ``compute_at(host, axis)`` computes, at each iteration of
+``axis``, exactly the region of its output that the host reads in the loops nested
+below ``axis``. Each index the host uses is brought to a linear form; loop variables
+below the attach point vary over their extents, everything else (outer loops, the
+host's own region offset) is a symbolic base. Reads that share a base union into one
+box ``[base + lo, base + hi]`` per dimension. A dimension whose indices are not linear
+in the varying loops, or whose reads have different bases, falls back to the whole
+extent: larger, never wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from te.expr import Const, Expr, Var, free_vars
+
+from .simplify import Linear, linearize, simplify
+
+
+@dataclass(frozen=True)
+class Region:
+    """Per dimension: the first index (an expression over outer loops) and a static extent."""
+
+    mins: tuple[Expr, ...]
+    extents: tuple[int, ...]
+
+
+def _dim_box(indices: list[Expr], varying: dict[Var, int], full: int):
+    """(base Linear, lo, hi) covering every index of one dimension, or None to use the full extent."""
+    base_key = None
+    base: Linear | None = None
+    lo = hi = None
+    for idx in indices:
+        lin = linearize(simplify(idx))
+        rest = Linear()
+        vlo = vhi = 0
+        for key, (term, coeff) in lin.terms.items():
+            if isinstance(term, Var) and term in varying:
+                span = coeff * (varying[term] - 1)
+                vlo += min(0, span)
+                vhi += max(0, span)
+            elif free_vars(term) & varying.keys():
+                return None  # non-linear in a varying loop
+            else:
+                rest.terms[key] = (term, coeff)
+        key = tuple((k, c) for k, (_, c) in rest.terms.items())
+        if base_key is None:
+            base_key, base = key, rest
+        elif set(key) != set(base_key):
+            return None
+        this_lo, this_hi = lin.const + vlo, lin.const + vhi
+        lo = this_lo if lo is None else min(lo, this_lo)
+        hi = this_hi if hi is None else max(hi, this_hi)
+    if base is None or hi - lo + 1 >= full:
+        return None
+    return base, lo, hi
+
+
+def infer_region(shape: tuple[int, ...], reads: list[tuple[Expr, ...]], varying: dict[Var, int]) -> Region:
+    """Region of a tensor of ``shape`` covering all ``reads`` as ``varying`` loops run.
+
+    ``varying`` maps each loop variable below the attach point to its extent.
+    """
+    mins, extents = [], []
+    for d, full in enumerate(shape):
+        box = _dim_box([r[d] for r in reads], varying, full) if reads else None
+        if box is None:
+            mins.append(Const(0))
+            extents.append(full)
+            continue
+        base, lo, hi = box
+        base.const = lo
+        mins.append(simplify(base.to_expr()))
+        extents.append(hi - lo + 1)
+    return Region(tuple(mins), tuple(extents))

@@ -1,0 +1,194 @@
+"""The loop-nest IR that schedules lower to and backends generate code from.
+
+Expressions are ``te`` expressions plus ``BufferLoad``; statements are a closed set:
+
+    For          a loop ``for var in [0, extent)`` of a kind: serial, parallel,
+                 vectorized, unrolled, or bound to a GPU thread index (``thread_tag``)
+    Seq          statements in order
+    BufferStore  ``buffer[indices] = value``
+    Allocate     a buffer that lives for the duration of ``body``
+    IfThenElse   a guard (``else_case`` may be None)
+    Barrier      a block-wide barrier (GPU shared memory)
+
+A ``Buffer`` has a static shape, dtype and storage scope ("global", "local", "shared").
+Nodes are frozen dataclasses; passes build new trees.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from te.expr import Const, Expr, Var
+
+SERIAL = "serial"
+PARALLEL = "parallel"
+VECTORIZED = "vectorized"
+UNROLLED = "unrolled"
+THREAD_BINDING = "thread_binding"
+LOOP_KINDS = (SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD_BINDING)
+
+SCOPES = ("global", "local", "shared")
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """A multi-dimensional array in memory; ``is_arg`` marks kernel parameters."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: str = "global"
+    is_arg: bool = False
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for x in self.shape:
+            n *= x
+        return n
+
+    def __repr__(self):
+        return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+@dataclass(frozen=True, eq=False)
+class BufferLoad(Expr):
+    """``buffer[indices]``."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    dtype: str
+
+    def children(self):
+        return self.indices
+
+    def with_children(self, children):
+        return BufferLoad(self.buffer, tuple(children), self.dtype)
+
+    def _print(self, fmt):
+        return f"{self.buffer.name}[{', '.join(fmt(i) for i in self.indices)}]"
+
+
+class Stmt:
+    """Base of every statement node."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        from .printer import stmt_to_str
+
+        return stmt_to_str(self)
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    var: Var
+    extent: Expr
+    kind: str
+    body: Stmt
+    thread_tag: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class BufferStore(Stmt):
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False)
+class IfThenElse(Stmt):
+    condition: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Barrier(Stmt):
+    scope: str = "shared"
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A Seq of the non-empty statements, flattened; a single statement stays itself."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def child_stmts(s: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(s, (For, Allocate)):
+        return (s.body,)
+    if isinstance(s, Seq):
+        return s.stmts
+    if isinstance(s, IfThenElse):
+        return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
+    return ()
+
+
+def walk(s: Stmt) -> Iterator[Stmt]:
+    """Every statement of ``s`` in pre-order."""
+    stack = [s]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(child_stmts(node)))
+
+
+def map_stmt(s: Stmt, fstmt: Callable[[Stmt], Stmt | None] | None = None,
+             fexpr: Callable[[Expr], Expr] | None = None) -> Stmt:
+    """Rebuild ``s`` bottom-up, applying ``fexpr`` to every expression and then ``fstmt``."""
+    fe = fexpr or (lambda e: e)
+    if isinstance(s, For):
+        new = dataclasses.replace(s, extent=fe(s.extent), body=map_stmt(s.body, fstmt, fexpr))
+    elif isinstance(s, Seq):
+        new = Seq(tuple(map_stmt(x, fstmt, fexpr) for x in s.stmts))
+    elif isinstance(s, BufferStore):
+        new = BufferStore(s.buffer, tuple(fe(i) for i in s.indices), fe(s.value))
+    elif isinstance(s, Allocate):
+        new = Allocate(s.buffer, map_stmt(s.body, fstmt, fexpr))
+    elif isinstance(s, IfThenElse):
+        new = IfThenElse(fe(s.condition), map_stmt(s.then_case, fstmt, fexpr),
+                         None if s.else_case is None else map_stmt(s.else_case, fstmt, fexpr))
+    else:
+        new = s
+    if fstmt is not None:
+        out = fstmt(new)
+        return new if out is None else out
+    return new
+
+
+def const_int(e: Expr) -> int | None:
+    """The value of an integer constant expression, else None."""
+    return e.value if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool) else None
+
+
+@dataclass(frozen=True, eq=False)
+class LoweredFunc:
+    """The result of lowering: a kernel's parameters and body."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    body: Stmt
+
+    def __str__(self):
+        from .printer import func_to_str
+
+        return func_to_str(self)

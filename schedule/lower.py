@@ -1,0 +1,382 @@
+"""Lowering a schedule to the loop IR.
+
+The pipeline, one step per line of ``lower``:
+
+1. check the kernel arguments against the schedule;
+2. inline ``compute_inline`` stages into their readers (their bodies substitute in);
+3. check every ``compute_at`` (the host still has the loop and is the only reader);
+4. infer the region each stage computes (outputs: all of it; attached stages: what the
+   host reads below the attach loop) and from it every loop's extent;
+5. build each stage's loop nest: loops from its leaf axes, the body with reads turned
+   into buffer loads, guards for splits that do not divide, a reduction's init nest,
+   attached stages and their buffers placed inside the host's loop;
+6. simplify index arithmetic with the loop bounds (drops provably true guards);
+7. verify the result (every variable bound, every buffer declared, loop kinds legal).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from te.expr import (
+    Binary, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform,
+)
+from te.tensor import REDUCE, IterVar, PlaceholderOp, Tensor
+
+from . import ir
+from .bounds import infer_region
+from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt, seq
+from .simplify import simplify
+from .stage import Fuse, Schedule, ScheduleError, Split, Stage
+from .verify import verify
+
+_LOOP_KIND = {"vectorize": ir.VECTORIZED, "unroll": ir.UNROLLED, "parallel": ir.PARALLEL, "bind": ir.THREAD_BINDING}
+
+
+@dataclass
+class _StageInfo:
+    """Everything lowering derives for one stored stage."""
+
+    stage: Stage
+    body: Expr  # effective body: inlined producers substituted
+    buffer: Buffer | None = None
+    root_min: dict[IterVar, Expr] = field(default_factory=dict)
+    root_extent: dict[IterVar, int] = field(default_factory=dict)
+    extent: dict[IterVar, int] = field(default_factory=dict)  # every iter var of the stage
+    local: dict[IterVar, Expr] = field(default_factory=dict)  # value in terms of leaf vars
+    guards: list[Expr] = field(default_factory=list)
+
+
+class _Infos(dict):
+    """Stage -> _StageInfo, plus the buffers of the placeholder arguments."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.placeholder_buffers: dict = {}
+
+
+def lower(s: Schedule, args, name: str = "kernel") -> LoweredFunc:
+    """Lower schedule ``s`` to a function taking ``args`` (inputs, then outputs)."""
+    args = _check_args(s, args)
+    infos = _Infos((st, _StageInfo(st, _inline_body(s, st))) for st in s.stages if st.attach != "inline")
+    _check_attachments(s, infos)
+    params = _assign_arg_buffers(s, infos, args)
+    for st in reversed(s.stages):  # hosts come after their producers in stage order
+        if st in infos:
+            _infer_stage_bounds(s, infos, infos[st])
+    body = _root_body(s, infos)
+    body = _simplify_stmt(body, {})
+    func = LoweredFunc(name, tuple(params), body)
+    verify(func)
+    return func
+
+
+# ---------------------------------------------------------------- 1. arguments
+
+
+def _check_args(s: Schedule, args) -> list[Tensor]:
+    if isinstance(args, Tensor):
+        args = [args]
+    args = list(args)
+    for t in args:
+        if not isinstance(t, Tensor):
+            raise ScheduleError(f"lower/build: arguments must be te.Tensors, got {t!r}")
+    if len(set(args)) != len(args):
+        raise ScheduleError("lower/build: a tensor is listed twice in the arguments")
+    for out in s.outputs:
+        if out not in args and s[out].origin_op.output(0) not in args:
+            raise ScheduleError(f"lower/build: output {out.name!r} of the schedule is missing from the arguments")
+    return args
+
+
+# ---------------------------------------------------------------- 2. inlining
+
+
+def _inline_body(s: Schedule, stage: Stage) -> Expr:
+    """``stage``'s body with every read of an inlined stage replaced by that stage's body."""
+
+    def rewrite(node):
+        if not isinstance(node, TensorRead):
+            return None
+        producer = s.stage_of(node.tensor)
+        if producer is None or producer.attach != "inline":
+            return None
+        op = producer.op
+        inner = substitute(op.body, {iv.var: idx for iv, idx in zip(op.axis, node.indices)})
+        return transform(inner, rewrite)
+
+    return transform(stage.op.body, rewrite)
+
+
+def _reads_of(body: Expr, s: Schedule, producer: Stage) -> list[tuple[Expr, ...]]:
+    return [n.indices for n in post_order(body) if isinstance(n, TensorRead) and s.stage_of(n.tensor) is producer]
+
+
+# ---------------------------------------------------------------- 3. attachments
+
+
+def _check_attachments(s: Schedule, infos: dict[Stage, _StageInfo]) -> None:
+    for st in infos:
+        if st.attach != "at":
+            continue
+        host = st.attach_stage
+        if host.attach == "inline":
+            raise ScheduleError(f"stage {st.name!r} is computed at {host.name!r}, which was later inlined")
+        if st.attach_ivar not in host.leaf_iter_vars:
+            raise ScheduleError(
+                f"stage {st.name!r} is computed at axis {st.attach_ivar.name!r} of {host.name!r}, which is no "
+                f"longer a loop there (split or fused afterwards); call compute_at after shaping the host's loops"
+            )
+        readers = [r for r, info in infos.items() if r is not st and _reads_of(info.body, s, st)]
+        if readers != [host]:
+            names = ", ".join(r.name for r in readers) or "nobody"
+            raise ScheduleError(
+                f"stage {st.name!r} is computed at {host.name!r} but read by {names}; "
+                f"compute_at needs the host to be its only reader"
+            )
+
+
+def _assign_arg_buffers(s: Schedule, infos, args: list[Tensor]) -> list[Buffer]:
+    params = []
+    for t in args:
+        stage = s.stage_of(t)
+        if stage is None:
+            buf = Buffer(t.name, t.shape, t.dtype, "global", is_arg=True)
+            infos.placeholder_buffers[t.op] = buf
+            params.append(buf)
+            continue
+        if stage.attach == "inline":
+            raise ScheduleError(f"argument {t.name!r} is computed by an inlined stage, so it is never stored")
+        if stage.attach == "at":
+            raise ScheduleError(f"argument {t.name!r} is computed at another stage; arguments must be computed at the root")
+        buf = Buffer(t.name, t.shape, t.dtype, "global", is_arg=True)
+        infos[stage].buffer = buf
+        params.append(buf)
+    needed = {op for st in infos.values() for op in _placeholders_read(st.body)}
+    given = {t.op for t in args}
+    missing = [op.name for op in needed if op not in given]
+    if missing:
+        raise ScheduleError(f"lower/build: placeholder(s) {', '.join(sorted(missing))} are read but not in the arguments")
+    return params
+
+
+def _placeholders_read(body: Expr):
+    return {n.tensor.op for n in post_order(body) if isinstance(n, TensorRead) and isinstance(n.tensor.op, PlaceholderOp)}
+
+
+# ---------------------------------------------------------------- 4. bounds
+
+
+def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
+    st = info.stage
+    op = st.op
+    if st.attach == "at":
+        host = infos[st.attach_stage]
+        region = infer_region(op.output(0).shape, _host_reads(s, host, st), _varying_loops(infos, host, st))
+        for iv, lo, ext in zip(op.axis, region.mins, region.extents):
+            info.root_min[iv], info.root_extent[iv] = lo, ext
+    else:
+        for iv in op.axis:
+            info.root_min[iv], info.root_extent[iv] = Const(0), iv.extent
+    for iv in op.reduce_axis:
+        info.root_min[iv], info.root_extent[iv] = Const(iv.start), iv.extent
+    _derive_loops(info)
+    if info.buffer is None:
+        shape = tuple(info.root_extent[iv] for iv in op.axis)
+        info.buffer = Buffer(op.name, shape, op.output(0).dtype, st.scope)
+    for iv in op.axis:  # a region past the tensor's edge must not be computed
+        value = Binary("add", info.root_min[iv], info.local[iv], "int32")
+        if info.root_extent[iv] != iv.extent:
+            info.guards.append(simplify(value < iv.extent))
+            info.guards.append(simplify(value >= 0))
+
+
+def _host_reads(s: Schedule, host: _StageInfo, producer: Stage) -> list[tuple[Expr, ...]]:
+    """The producer's indices as the host reads them, over the host's leaf loops."""
+    env = _root_values(host)
+    return [tuple(substitute(i, env) for i in idx) for idx in _reads_of(host.body, s, producer)]
+
+
+def _varying_loops(infos, host: _StageInfo, producer: Stage) -> dict[Var, int]:
+    """Loops that run inside the attach point: the host's leaves below the attach axis.
+
+    A shared-memory buffer serves every thread of a block, so the thread-bound loops
+    of the host and of the stages enclosing it vary too.
+    """
+    leaves = host.stage.leaf_iter_vars
+    below = leaves[leaves.index(producer.attach_ivar) + 1:]
+    varying = {iv.var: host.extent[iv] for iv in below}
+    if producer.scope == "shared":
+        st: Stage | None = host.stage
+        while st is not None:
+            for iv, tag in st.thread_tags.items():
+                if tag.startswith("threadIdx"):
+                    varying[iv.var] = infos[st].extent[iv]
+            st = st.attach_stage
+    return varying
+
+
+def _derive_loops(info: _StageInfo) -> None:
+    """Extents of every split/fused axis, leaf-var values of every axis, tail guards."""
+    st = info.stage
+    ext = info.extent
+    ext.update(info.root_extent)
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            parent = ext[rel.parent]
+            inner = min(rel.factor, parent) if rel.factor is not None else -(-parent // min(rel.nparts, parent))
+            ext[rel.inner], ext[rel.outer] = inner, -(-parent // inner)
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    local = info.local
+    for iv in st.leaf_iter_vars:
+        local[iv] = iv.var
+    for rel in reversed(st.relations):
+        if isinstance(rel, Split):
+            local[rel.parent] = simplify(local[rel.outer] * ext[rel.inner] + local[rel.inner])
+            if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+                info.guards.append(local[rel.parent] < ext[rel.parent])
+        else:
+            local[rel.outer] = local[rel.fused] // ext[rel.inner]
+            local[rel.inner] = local[rel.fused] % ext[rel.inner]
+
+
+def _root_values(info: _StageInfo) -> dict[Var, Expr]:
+    """Each root axis variable of the op -> its index in the full tensor's coordinates."""
+    return {iv.var: simplify(info.root_min[iv] + info.local[iv]) for iv in info.root_min}
+
+
+# ---------------------------------------------------------------- 5. loop nests
+
+
+def _root_body(s: Schedule, infos) -> Stmt:
+    nests = [_stage_nest(s, infos, infos[st]) for st in s.stages if st in infos and st.attach == "root"]
+    body = seq(*nests)
+    for st in reversed(s.stages):
+        info = infos.get(st)
+        if info is not None and st.attach == "root" and not info.buffer.is_arg:
+            body = Allocate(info.buffer, body)
+    return body
+
+
+def _stage_nest(s: Schedule, infos, info: _StageInfo) -> Stmt:
+    st = info.stage
+    leaves = st.leaf_iter_vars
+    store_idx = tuple(info.local[iv] for iv in st.op.axis)
+    update = _update_stmt(s, infos, info, store_idx)
+    first_reduce = next((n for n, iv in enumerate(leaves) if iv.kind == REDUCE), None)
+    inner: Stmt = update
+    for pos in range(len(leaves) - 1, -1, -1):
+        inner = _loop(st, info, leaves[pos], inner)
+        if pos == first_reduce:
+            inner = seq(_init_nest(info, store_idx, leaves[pos + 1:], leaves[:pos]), inner)
+        if pos > 0:
+            inner = _with_attached(s, infos, st, leaves[pos - 1], inner)
+    return inner
+
+
+def _loop(st: Stage, info: _StageInfo, iv: IterVar, body: Stmt) -> For:
+    kind = _LOOP_KIND.get(st.iter_kinds.get(iv), ir.SERIAL)
+    return For(iv.var, Const(info.extent[iv]), kind, body, st.thread_tags.get(iv))
+
+
+def _with_attached(s: Schedule, infos, host: Stage, iv: IterVar, body: Stmt) -> Stmt:
+    """``body`` of host loop ``iv`` preceded by the stages attached there, inside their buffers."""
+    attached = [st for st in s.stages if st.attach == "at" and st.attach_stage is host and st.attach_ivar is iv]
+    if not attached:
+        return body
+    body = seq(*[_stage_nest(s, infos, infos[st]) for st in attached], body)
+    for st in reversed(attached):
+        body = Allocate(infos[st].buffer, body)
+    return body
+
+
+def _guarded(stmt: Stmt, guards: list[Expr]) -> Stmt:
+    cond = None
+    for g in guards:
+        cond = g if cond is None else cond & g
+    return stmt if cond is None else IfThenElse(cond, stmt)
+
+
+def _update_stmt(s: Schedule, infos, info: _StageInfo, store_idx) -> Stmt:
+    env = _root_values(info)
+    body = info.body
+    if isinstance(body, Reduce):
+        source = _loads(s, infos, substitute(body.source, env))
+        acc = BufferLoad(info.buffer, store_idx, body.dtype)
+        stmt: Stmt = BufferStore(info.buffer, store_idx, Binary({"sum": "add"}.get(body.combiner, body.combiner), acc, source, body.dtype))
+        if body.condition is not None:
+            stmt = IfThenElse(_loads(s, infos, substitute(body.condition, env)), stmt)
+    else:
+        stmt = BufferStore(info.buffer, store_idx, _loads(s, infos, substitute(body, env)))
+    return _guarded(stmt, info.guards)
+
+
+def _init_nest(info: _StageInfo, store_idx, spatial_below: list[IterVar], outer: list[IterVar]) -> Stmt:
+    """Set the accumulator to the reduction's identity before the first reduce loop."""
+    st = info.stage
+    loops = [iv for iv in spatial_below if iv.kind != REDUCE]
+    allowed = {iv.var for iv in loops + outer}
+    guards = [g for g in info.guards if free_vars(g) <= allowed]
+    stmt: Stmt = _guarded(BufferStore(info.buffer, store_idx, info.body.identity), guards)
+    for iv in reversed(loops):
+        stmt = _loop(st, info, iv, stmt)
+    return stmt
+
+
+def _loads(s: Schedule, infos, e: Expr) -> Expr:
+    """Turn tensor reads into loads of the buffers that hold them (region-relative)."""
+
+    def rewrite(node):
+        if not isinstance(node, TensorRead):
+            return None
+        producer = s.stage_of(node.tensor)
+        if producer is None:
+            return BufferLoad(_placeholder_buffer(infos, node.tensor), node.indices, node.dtype)
+        pinfo = infos[producer]
+        mins = [pinfo.root_min[iv] for iv in producer.op.axis]
+        idx = tuple(simplify(i - m) for i, m in zip(node.indices, mins))
+        return BufferLoad(pinfo.buffer, idx, node.dtype)
+
+    return transform(e, rewrite)
+
+
+def _placeholder_buffer(infos, tensor: Tensor) -> Buffer:
+    return infos.placeholder_buffers[tensor.op]
+
+
+# ---------------------------------------------------------------- 6. simplification
+
+
+def _simplify_stmt(stmt: Stmt, bounds) -> Stmt:
+    """Simplify every expression with the bounds of the loops around it; drop decided guards."""
+    if isinstance(stmt, For):
+        extent = simplify(stmt.extent, bounds)
+        n = ir.const_int(extent)
+        inner = dict(bounds)
+        if n is not None:
+            inner[stmt.var] = (0, n - 1)
+        return For(stmt.var, extent, stmt.kind, _simplify_stmt(stmt.body, inner), stmt.thread_tag)
+    if isinstance(stmt, ir.Seq):
+        return seq(*[_simplify_stmt(x, bounds) for x in stmt.stmts])
+    if isinstance(stmt, Allocate):
+        return Allocate(stmt.buffer, _simplify_stmt(stmt.body, bounds))
+    if isinstance(stmt, IfThenElse):
+        cond = _simplify_guard(stmt.condition, bounds)
+        if isinstance(cond, Const):
+            chosen = stmt.then_case if cond.value else stmt.else_case
+            return _simplify_stmt(chosen, bounds) if chosen is not None else seq()
+        return IfThenElse(cond, _simplify_stmt(stmt.then_case, bounds),
+                          None if stmt.else_case is None else _simplify_stmt(stmt.else_case, bounds))
+    if isinstance(stmt, BufferStore):
+        return BufferStore(stmt.buffer, tuple(simplify(i, bounds) for i in stmt.indices), simplify(stmt.value, bounds))
+    return stmt
+
+
+def _simplify_guard(cond: Expr, bounds) -> Expr:
+    """Simplify a conjunction term by term so provable parts drop out."""
+    from te.expr import Logical
+
+    if isinstance(cond, Logical) and cond.op == "and":
+        a, b = _simplify_guard(cond.a, bounds), _simplify_guard(cond.b, bounds)
+        return simplify(Logical("and", a, b), bounds)
+    return simplify(cond, bounds)

@@ -1,0 +1,285 @@
+"""Index arithmetic: linear forms, interval bounds, and the simplifier.
+
+Integer index expressions are brought to a canonical linear form ``sum(c_i * t_i) + k``
+over *terms* (variables, or non-linear sub-expressions kept whole). On that form:
+
+- constants fold and like terms cancel (``(io*32 + ii) - io*32  ->  ii``);
+- ``(c*q + r) // c -> q`` and ``(c*q + r) % c -> r`` when ``0 <= r < c`` is provable
+  from the loop bounds, which undoes the div/mod that ``fuse`` and ``split`` introduce;
+- comparisons whose outcome the bounds decide fold to True/False, so guards of splits
+  that divide their extent disappear.
+
+``Bounds`` maps loop variables to inclusive integer ranges.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from te import dtypes
+from te.expr import (
+    Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Reduce, Select, TensorRead, Var,
+    post_order, rebuild,
+)
+
+Interval = Tuple[int, int]
+Bounds = Dict[Var, Interval]
+
+
+# ---------------------------------------------------------------- structural keys
+
+
+def structural_key(e: Expr):
+    """A hashable key equal for structurally equal expressions (variables by identity)."""
+    memo: dict[int, object] = {}
+    for node in post_order(e):
+        if isinstance(node, Var):
+            key = ("var", id(node))
+        elif isinstance(node, Const):
+            key = ("const", node.dtype, node.value)
+        else:
+            extra = getattr(node, "op", None) or getattr(node, "func", None) or getattr(node, "combiner", None)
+            target = getattr(node, "buffer", None) or getattr(node, "tensor", None)
+            key = (type(node).__name__, node.dtype, extra, id(target) if target is not None else None,
+                   tuple(memo[id(c)] for c in node.children()))
+        memo[id(node)] = key
+    return memo[id(e)]
+
+
+# ---------------------------------------------------------------- linear forms
+
+
+class Linear:
+    """``sum(coeff * term) + const`` with terms in first-seen order (deterministic output)."""
+
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms: dict | None = None, const: int = 0):
+        self.terms: dict[object, tuple[Expr, int]] = terms or {}
+        self.const = const
+
+    @staticmethod
+    def of_term(e: Expr) -> "Linear":
+        return Linear({structural_key(e): (e, 1)})
+
+    def scaled(self, c: int) -> "Linear":
+        if c == 0:
+            return Linear()
+        return Linear({k: (t, v * c) for k, (t, v) in self.terms.items()}, self.const * c)
+
+    def plus(self, other: "Linear", sign: int = 1) -> "Linear":
+        terms = dict(self.terms)
+        for k, (t, v) in other.terms.items():
+            old = terms.get(k, (t, 0))[1] + sign * v
+            if old == 0:
+                terms.pop(k, None)
+            else:
+                terms[k] = (terms.get(k, (t, 0))[0], old)
+        return Linear(terms, self.const + sign * other.const)
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def to_expr(self, dtype: str = dtypes.INDEX_DTYPE) -> Expr:
+        out: Expr | None = None
+        for term, c in self.terms.values():
+            piece = term if abs(c) == 1 else Binary("mul", term, Const(abs(c), dtype), dtype)
+            if out is None:
+                out = piece if c > 0 else Binary("sub", Const(0, dtype), piece, dtype)
+            else:
+                out = Binary("add" if c > 0 else "sub", out, piece, dtype)
+        if out is None:
+            return Const(self.const, dtype)
+        if self.const > 0:
+            return Binary("add", out, Const(self.const, dtype), dtype)
+        if self.const < 0:
+            return Binary("sub", out, Const(-self.const, dtype), dtype)
+        return out
+
+
+def linearize(e: Expr) -> Linear:
+    """The linear form of an (already simplified) integer expression."""
+    if isinstance(e, Const):
+        return Linear(const=int(e.value))
+    if isinstance(e, Binary) and e.op in ("add", "sub"):
+        return linearize(e.a).plus(linearize(e.b), 1 if e.op == "add" else -1)
+    if isinstance(e, Binary) and e.op == "mul":
+        la, lb = linearize(e.a), linearize(e.b)
+        if lb.is_const:
+            return la.scaled(lb.const)
+        if la.is_const:
+            return lb.scaled(la.const)
+    return Linear.of_term(e)
+
+
+# ---------------------------------------------------------------- intervals
+
+
+def interval(e: Expr, bounds: Bounds) -> Optional[Interval]:
+    """Inclusive integer range of ``e`` given variable ranges, or None if unknown."""
+    if isinstance(e, Const):
+        if isinstance(e.value, bool) or not isinstance(e.value, int):
+            return None
+        return (e.value, e.value)
+    if isinstance(e, Var):
+        return bounds.get(e)
+    if isinstance(e, Cast):
+        return interval(e.value, bounds) if dtypes.is_int(e.dtype) else None
+    if isinstance(e, Select):
+        a, b = interval(e.true_value, bounds), interval(e.false_value, bounds)
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if not isinstance(e, Binary) or not dtypes.is_int(e.dtype):
+        return None
+    a, b = interval(e.a, bounds), interval(e.b, bounds)
+    if a is None or b is None:
+        if e.op == "floormod" and b is not None and b[0] > 0:
+            return (0, b[1] - 1)
+        return None
+    if e.op == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if e.op == "sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if e.op == "mul":
+        products = [x * y for x in a for y in b]
+        return (min(products), max(products))
+    if e.op == "min":
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if e.op == "max":
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    if e.op == "floordiv" and b[0] > 0:
+        return (min(a[0] // b[0], a[0] // b[1]), max(a[1] // b[0], a[1] // b[1]))
+    if e.op == "floormod" and b[0] > 0:
+        if b[0] == b[1] and a[0] // b[0] == a[1] // b[0]:
+            return (a[0] % b[0], a[1] % b[0])
+        return (0, b[1] - 1)
+    return None
+
+
+def linear_interval(lin: Linear, bounds: Bounds) -> Optional[Interval]:
+    lo = hi = lin.const
+    for term, c in lin.terms.values():
+        r = interval(term, bounds)
+        if r is None:
+            return None
+        lo += min(c * r[0], c * r[1])
+        hi += max(c * r[0], c * r[1])
+    return (lo, hi)
+
+
+# ---------------------------------------------------------------- the simplifier
+
+
+def _fold_const(op: str, a, b, dtype: str):
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "min":
+        return min(a, b)
+    if op == "max":
+        return max(a, b)
+    if dtypes.is_int(dtype):
+        if b == 0:
+            return None
+        if op == "floordiv":
+            return a // b
+        if op == "floormod":
+            return a % b
+    return None
+
+
+def _fits(value: int, dtype: str) -> bool:
+    return dtypes.min_value(dtype) <= value <= dtypes.max_value(dtype)
+
+
+def _simplify_divmod(e: Binary, bounds: Bounds) -> Expr:
+    """``(c*q + r) // c`` and ``% c`` with a provable ``0 <= r < c``."""
+    c = e.b.value
+    lin = linearize(e.a)
+    whole = Linear({k: (t, v // c) for k, (t, v) in lin.terms.items() if v % c == 0}, lin.const // c)
+    rest = Linear({k: (t, v) for k, (t, v) in lin.terms.items() if v % c != 0}, lin.const % c)
+    r = linear_interval(rest, bounds)
+    if r is not None and 0 <= r[0] and r[1] < c:
+        return whole.to_expr(e.dtype) if e.op == "floordiv" else rest.to_expr(e.dtype)
+    if e.op == "floormod" and len(rest.terms) < len(lin.terms):
+        return Binary("floormod", rest.to_expr(e.dtype), e.b, e.dtype)
+    return e
+
+
+def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
+    if isinstance(e, Binary):
+        a, b = e.a, e.b
+        if isinstance(a, Const) and isinstance(b, Const) and not dtypes.is_float(e.dtype):
+            v = _fold_const(e.op, a.value, b.value, e.dtype)
+            if v is not None and _fits(v, e.dtype):
+                return Const(v, e.dtype)
+        if dtypes.is_int(e.dtype):
+            if e.op in ("add", "sub", "mul"):
+                return linearize(e).to_expr(e.dtype)
+            if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
+                if b.value == 1:
+                    return a if e.op == "floordiv" else Const(0, e.dtype)
+                return _simplify_divmod(e, bounds)
+            if e.op in ("min", "max"):
+                ra, rb = interval(a, bounds), interval(b, bounds)
+                if ra is not None and rb is not None:
+                    if ra[1] <= rb[0]:
+                        return a if e.op == "min" else b
+                    if rb[1] <= ra[0]:
+                        return b if e.op == "min" else a
+        elif dtypes.is_float(e.dtype):
+            if e.op == "mul" and isinstance(b, Const) and b.value == 1.0:
+                return a
+            if e.op == "add" and isinstance(b, Const) and b.value == 0.0:
+                return a
+        return e
+    if isinstance(e, Compare):
+        if dtypes.is_int(e.a.dtype):
+            diff = linearize(e.a).plus(linearize(e.b), -1)
+            r = linear_interval(diff, bounds)
+            if r is not None:
+                lo, hi = r
+                decided = {
+                    "lt": (hi < 0, lo >= 0), "le": (hi <= 0, lo > 0),
+                    "gt": (lo > 0, hi <= 0), "ge": (lo >= 0, hi < 0),
+                    "eq": (lo == hi == 0, lo > 0 or hi < 0), "ne": (lo > 0 or hi < 0, lo == hi == 0),
+                }[e.op]
+                if decided[0]:
+                    return Const(True, "bool")
+                if decided[1]:
+                    return Const(False, "bool")
+        return e
+    if isinstance(e, Logical):
+        a, b = e.a, e.b
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Const):
+                if e.op == "and":
+                    return y if x.value else Const(False, "bool")
+                return Const(True, "bool") if x.value else y
+        return e
+    if isinstance(e, Not) and isinstance(e.a, Const):
+        return Const(not e.a.value, "bool")
+    if isinstance(e, Select) and isinstance(e.cond, Const):
+        return e.true_value if e.cond.value else e.false_value
+    if isinstance(e, Cast) and isinstance(e.value, Const) and dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype):
+        if _fits(e.value.value, e.dtype):
+            return Const(e.value.value, e.dtype)
+    return e
+
+
+def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
+    """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges)."""
+    bounds = bounds or {}
+    memo: dict[int, Expr] = {}
+    for node in post_order(e):
+        new = rebuild(node, tuple(memo[id(c)] for c in node.children()))
+        memo[id(node)] = _simplify_node(new, bounds)
+    return memo[id(e)]
+
+
+def prove(cond: Expr, bounds: Bounds) -> bool | None:
+    """True/False if the bounds decide ``cond``, else None."""
+    s = simplify(cond, bounds)
+    return bool(s.value) if isinstance(s, Const) else None
