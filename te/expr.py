@@ -129,8 +129,11 @@ class Expr(ExprOps):
 
     __hash__ = object.__hash__
 
-    def __eq__(self, other):  # identity: keeps nodes usable as dict keys
-        return self is other
+    def __eq__(self, other):
+        return identity_or_compare("eq", self, other)
+
+    def __ne__(self, other):
+        return identity_or_compare("ne", self, other)
 
     def children(self) -> tuple["Expr", ...]:
         """Sub-expressions in field order (used by generic traversals)."""
@@ -356,7 +359,20 @@ def compare(op: str, a, b) -> Expr:
     return Compare(op, a, b)
 
 
+def identity_or_compare(op: str, a, b):
+    """``==``/``!=`` between two nodes is identity (nodes are dict keys); with a Python
+    scalar it builds the comparison, so ``te.if_then_else(i == 0, ...)`` means what it says."""
+    if _is_scalar(b) and not isinstance(b, (type(None), str)):
+        return compare(op, a, b)
+    return (a is b) if op == "eq" else (a is not b)
+
+
 def as_bool(value, where: str) -> Expr:
+    if isinstance(value, bool):
+        raise DTypeError(
+            f"{where} got the Python bool {value}; '==' and '!=' between two expressions compare identity, "
+            f"so build conditions with te.equal(a, b) / te.not_equal(a, b)"
+        )
     e = as_expr(value)
     if e.dtype != "bool":
         raise DTypeError(f"{where} needs a bool condition, got {e.dtype} expression {e}")

@@ -23,7 +23,7 @@ def _const_str(c: Const) -> str:
     if c.dtype == "int32":
         return str(c.value)
     if c.dtype == "float32":
-        return repr(c.value) + "f"
+        return repr(c.value) + ("f" if c.value == c.value and abs(c.value) != float("inf") else "")
     return f"{c.dtype}({c.value!r})"
 
 

@@ -88,7 +88,14 @@ class IterVar(ExprOps):
     __hash__ = object.__hash__
 
     def __eq__(self, other):
-        return self is other
+        from .expr import identity_or_compare
+
+        return identity_or_compare("eq", self, other)
+
+    def __ne__(self, other):
+        from .expr import identity_or_compare
+
+        return identity_or_compare("ne", self, other)
 
 
 def reduce_axis(dom, name: str = "k") -> IterVar:
