@@ -1,0 +1,136 @@
+"""Knobs and configs: the numeric decisions of a sketch, as plain data.
+
+Naming follows AutoTVM: a *knob* is one decision with a finite list of candidates
+(a split's factors, a compute location, an unroll depth); a *config* is one point of
+the space: a candidate for every knob of one sketch. Configs are JSON-serialisable,
+hash stably (SHA-256 of canonical JSON) and replay to the same schedule in any process.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _canonical(value):
+    """Lists become tuples so that decoded JSON equals the original candidates."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One decision: ``name``, its ``candidates`` (JSON-able values) and what it means."""
+
+    name: str
+    candidates: tuple
+    doc: str = ""
+
+    def index(self, value) -> int:
+        try:
+            return self.candidates.index(_canonical(value))
+        except ValueError:
+            raise ConfigError(f"value {value!r} is not a candidate of knob {self.name!r}") from None
+
+
+class ConfigError(ValueError):
+    """A config that does not belong to the space it is used with."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of a space: the sketch name and a value for each of its knobs."""
+
+    sketch: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"sketch": self.sketch, "values": self.values}, sort_keys=True, separators=(",", ":"))
+
+    def to_dict(self) -> dict:
+        return json.loads(self.to_json())
+
+    @classmethod
+    def from_json(cls, text: str | dict) -> "Config":
+        data = json.loads(text) if isinstance(text, str) else text
+        try:
+            return cls(data["sketch"], {k: _canonical(v) for k, v in data["values"].items()})
+        except (KeyError, TypeError, AttributeError):
+            raise ConfigError(f"not a config: {str(text)[:200]}") from None
+
+    @property
+    def hash(self) -> str:
+        """Stable identity: SHA-256 of the canonical JSON, 16 hex digits."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    def __hash__(self):
+        return hash(self.to_json())
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self.to_json() == other.to_json()
+
+    def __str__(self):
+        parts = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(self.values.items()))
+        return f"{self.sketch}: {parts}"
+
+
+def _fmt(v) -> str:
+    if isinstance(v, tuple):
+        return "x".join(map(str, v))
+    return str(v)
+
+
+@dataclass(frozen=True)
+class KnobSet:
+    """The knobs of one sketch, with uniform sampling, mutation and crossover."""
+
+    sketch: str
+    knobs: tuple[Knob, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for k in self.knobs:
+            n *= len(k.candidates)
+        return n
+
+    def sample(self, rng: random.Random) -> Config:
+        return Config(self.sketch, {k.name: rng.choice(k.candidates) for k in self.knobs})
+
+    def mutate(self, config: Config, rng: random.Random) -> Config:
+        """Change one decision (a knob with more than one candidate) to another candidate."""
+        choices = [k for k in self.knobs if len(k.candidates) > 1]
+        if not choices:
+            return config
+        knob = rng.choice(choices)
+        current = knob.index(config.values[knob.name])
+        new = rng.choice([n for n in range(len(knob.candidates)) if n != current])
+        values = dict(config.values)
+        values[knob.name] = knob.candidates[new]
+        return Config(self.sketch, values)
+
+    def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
+        """Each decision from one parent or the other, uniformly."""
+        return Config(self.sketch, {k.name: (a if rng.random() < 0.5 else b).values[k.name] for k in self.knobs})
+
+    def check(self, config: Config) -> None:
+        if config.sketch != self.sketch:
+            raise ConfigError(f"config of sketch {config.sketch!r} used with sketch {self.sketch!r}")
+        names = {k.name for k in self.knobs}
+        if set(config.values) != names:
+            missing = sorted(names - set(config.values))
+            extra = sorted(set(config.values) - names)
+            raise ConfigError(f"config does not fit sketch {self.sketch!r}: missing {missing}, unknown {extra}")
+        for k in self.knobs:
+            k.index(config.values[k.name])
+
+    def enumerate(self):
+        """Every config in a fixed order (for grid search)."""
+        import itertools
+
+        names = [k.name for k in self.knobs]
+        for combo in itertools.product(*(k.candidates for k in self.knobs)):
+            yield Config(self.sketch, dict(zip(names, combo)))

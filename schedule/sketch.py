@@ -1,0 +1,152 @@
+"""Sketch rules: the structure of a schedule, derived from the expression DAG (CPU).
+
+Following Ansor, every compute stage gets one role, decided from the DAG alone:
+
+    inline       element-wise, not an output, no expensive math (padding, bias add):
+                 substituted into its readers
+    multi_level  a reduction with data reuse (some input ignores a spatial axis, as
+                 both inputs of matmul or conv2d do): "SSRSRS" tiling. Its output
+                 tile is written by an *owner* stage: its only consumer when that is
+                 element-wise over the same index space (the epilogue is fused), or else
+                 a ``cache_write`` copy (the tile accumulates in a local buffer)
+    fused        the element-wise consumer that owns a multi_level stage's tiles
+    simple       everything else (element-wise outputs, reductions without reuse):
+                 outer loops fused and parallel, inner spatial loop vectorized
+
+The owner's loops are tiled in three levels per spatial axis, ``a`` (outer,
+parallel), ``b`` (cache block) and ``c`` (register tile); the multi_level stage is
+computed at the owner's last ``a`` or ``b`` loop and tiles its own region as
+``S1 R0 S2 R1 S3`` (``S3`` innermost, vectorized; small inner loops unrolled).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from te.expr import Call, Reduce, TensorRead, Var, post_order
+from te.tensor import ComputeOp, PlaceholderOp, Tensor
+from te.dag import topological_order
+
+INLINE = "inline"
+MULTI_LEVEL = "multi_level"
+FUSED = "fused"
+SIMPLE = "simple"
+
+
+@dataclass
+class StagePlan:
+    """The role of one compute op and, for tiled stages, who owns its output tile."""
+
+    op: ComputeOp
+    role: str
+    owner: ComputeOp | None = None  # multi_level: the fused consumer (None: cache_write)
+    produces: ComputeOp | None = None  # fused: the multi_level stage it owns
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+
+@dataclass
+class Sketch:
+    """Roles of every compute op of a DAG, in topological order."""
+
+    plans: list[StagePlan] = field(default_factory=list)
+
+    def plan_of(self, op) -> StagePlan:
+        return next(p for p in self.plans if p.op is op)
+
+    def describe(self) -> str:
+        lines = []
+        for p in self.plans:
+            if p.role == MULTI_LEVEL:
+                how = f"fused into {p.owner.name}" if p.owner is not None else "accumulated in a cache_write local tile"
+                lines.append(f"{p.name}: multi-level tiling S1 R0 S2 R1 S3, {how}")
+            elif p.role == FUSED:
+                lines.append(f"{p.name}: owns the tiles of {p.produces.name} (epilogue fused at its a/b loops)")
+            elif p.role == INLINE:
+                lines.append(f"{p.name}: inlined into its readers")
+            else:
+                kind = "reduction" if p.op.is_reduction else "element-wise"
+                lines.append(f"{p.name}: simple {kind} (parallel outer loops, vectorized inner loop)")
+        return "\n".join(lines)
+
+
+def _has_expensive_math(op: ComputeOp) -> bool:
+    return any(isinstance(n, Call) for n in post_order(op.body))
+
+
+def _is_inlinable(op: ComputeOp, outputs: set) -> bool:
+    return op not in outputs and not op.is_reduction and not _has_expensive_math(op)
+
+
+def _has_data_reuse(op: ComputeOp, inline_ops: set) -> bool:
+    """Some tensor read (through inlined stages) ignores at least one spatial axis."""
+    if not op.is_reduction:
+        return False
+    spatial = {iv.var for iv in op.axis}
+    for read in _reads_through_inline(op.body, inline_ops):
+        used = {n for idx in read.indices for n in post_order(idx) if isinstance(n, Var)}
+        if spatial - used:
+            return True
+    return False
+
+
+def _reads_through_inline(body, inline_ops: set):
+    """Tensor reads of ``body``, looking through inlined producers (their reads count)."""
+    out = []
+    stack = [body]
+    while stack:
+        e = stack.pop()
+        for n in post_order(e):
+            if isinstance(n, TensorRead):
+                if n.tensor.op in inline_ops:
+                    stack.append(n.tensor.op.body)
+                else:
+                    out.append(n)
+    return out
+
+
+def _effective_readers(op, ops: list, inline_ops: set) -> list:
+    """Stored ops that read ``op``'s output, directly or through inlined ops."""
+    readers = []
+    for other in ops:
+        if other is op or other in inline_ops or not isinstance(other, ComputeOp):
+            continue
+        if any(r.tensor.op is op for r in _reads_through_inline(other.body, inline_ops)):
+            readers.append(other)
+    return readers
+
+
+def _reads_identity(reader: ComputeOp, op: ComputeOp, inline_ops: set) -> bool:
+    """Every read of ``op`` in ``reader`` is ``op[reader's axes]`` in order (same index space)."""
+    if reader.is_reduction or tuple(iv.extent for iv in reader.axis) != op.output(0).shape:
+        return False
+    axes = [iv.var for iv in reader.axis]
+    reads = [r for r in _reads_through_inline(reader.body, inline_ops) if r.tensor.op is op]
+    return bool(reads) and all(list(r.indices) == axes for r in reads)
+
+
+def derive_sketch(outputs: list[Tensor]) -> Sketch:
+    """The CPU sketch of the DAG behind ``outputs``."""
+    ops = [op for op in topological_order(outputs) if isinstance(op, ComputeOp)]
+    out_ops = {t.op for t in outputs}
+    inline_ops = {op for op in ops if _is_inlinable(op, out_ops)}
+    sketch = Sketch()
+    owners: dict = {}
+    for op in ops:
+        if op in inline_ops:
+            sketch.plans.append(StagePlan(op, INLINE))
+        elif _has_data_reuse(op, inline_ops):
+            readers = _effective_readers(op, ops, inline_ops)
+            owner = None
+            if len(readers) == 1 and _reads_identity(readers[0], op, inline_ops) and readers[0] not in owners.values():
+                owner = readers[0]
+                owners[op] = owner
+            sketch.plans.append(StagePlan(op, MULTI_LEVEL, owner=owner))
+        else:
+            sketch.plans.append(StagePlan(op, SIMPLE))
+    for plan in sketch.plans:
+        if plan.op in owners.values():
+            plan.role = FUSED
+            plan.produces = next(p for p, o in owners.items() if o is plan.op)
+    return sketch

@@ -1,0 +1,142 @@
+"""Opening a database: where it lives, SQLite settings, and clear errors for bad files."""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import tuning_db
+from tuning_db import Database, DatabaseError
+from tdb_helpers import make_record, start
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    monkeypatch.delenv("AUTOTUNE_DB", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return monkeypatch
+
+
+def test_default_location_is_the_user_cache(clean_env, tmp_path):
+    expected = tmp_path / "home" / ".cache" / "autotune" / "tuning.db"
+    assert tuning_db.default_path() == expected
+    assert tuning_db.resolve_url(None).database == str(expected)
+    with Database() as db:
+        assert db.path == expected and expected.exists()
+
+
+def test_default_location_respects_xdg_cache_home(clean_env, tmp_path):
+    clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tuning_db.default_path() == tmp_path / "xdg" / "autotune" / "tuning.db"
+    clean_env.setenv("XDG_CACHE_HOME", "relative/dir")     # invalid per the XDG spec: ignored
+    assert tuning_db.default_path() == tmp_path / "home" / ".cache" / "autotune" / "tuning.db"
+
+
+def test_autotune_db_may_be_a_url_or_a_path(clean_env, tmp_path):
+    clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    clean_env.setenv("AUTOTUNE_DB", f"sqlite:///{tmp_path}/from_url.db")
+    with Database() as db:
+        assert db.path == tmp_path / "from_url.db"
+    clean_env.setenv("AUTOTUNE_DB", str(tmp_path / "nested" / "dir" / "from_path.db"))
+    with Database() as db:
+        assert db.path == tmp_path / "nested" / "dir" / "from_path.db" and db.path.exists()
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_plain_paths_and_urls(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with Database("relative.db") as db:
+        assert db.path == tmp_path / "relative.db"
+    with Database(Path("~/x.db").expanduser().parent / "sub" / "y.db") as db:
+        assert db.path.name == "y.db"
+    with Database("sqlite://") as db:           # in memory: nothing on disk, still one database
+        assert db.path is None
+        db.add_records(start(db), [make_record(0)])
+        assert len(db.list_workloads()) == 1
+
+
+def test_sqlite_connections_are_set_up_for_concurrent_writers(db):
+    with db._engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1     # NORMAL
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_schema_version_is_stored_and_a_newer_one_refused(tmp_path):
+    path = tmp_path / "t.db"
+    Database(path).close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            str(tuning_db.SCHEMA_VERSION),)
+        newer = str(tuning_db.SCHEMA_VERSION + 1)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (newer,))
+    with pytest.raises(DatabaseError) as info:
+        Database(path)
+    message = str(info.value)
+    assert str(path) in message and f"schema version {newer} is newer" in message and "\n" not in message
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = 'banana'")
+    with pytest.raises(DatabaseError, match="unknown schema version 'banana'"):
+        Database(path)
+
+
+def test_reopening_keeps_the_records(tmp_path):
+    path = tmp_path / "t.db"
+    with Database(path) as db:
+        db.add_records(start(db), [make_record(0), make_record(1)])
+    with Database(f"sqlite:///{path}") as db:
+        assert len(db.history(1)) == 2
+
+
+@pytest.mark.parametrize("content", [os.urandom(4096), b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_corrupt_file_names_the_file(tmp_path, content):
+    path = tmp_path / "garbage.db"
+    path.write_bytes(content)
+    with pytest.raises(DatabaseError) as info:
+        Database(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and "\n" not in message
+    assert "not a SQLite database, or the file is corrupt" in message
+
+
+def test_other_sqlite_file_is_not_a_tuning_database(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    with pytest.raises(DatabaseError, match=f"{path}: not a tuning database"):
+        Database(path)
+
+
+def test_unwritable_location(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with pytest.raises(DatabaseError, match=f"{blocker}/sub/t.db: cannot create directory"):
+        Database(blocker / "sub" / "t.db")
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(DatabaseError, match="is a directory"):
+        Database(tmp_path / "dir.db")
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
+def test_read_only_directory(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(DatabaseError, match=f"{locked}/t.db: directory .* is not writable"):
+            Database(locked / "t.db")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_bad_urls_and_closed_databases_raise_database_error(tmp_path):
+    with pytest.raises(DatabaseError, match="nosuchdialect://x: cannot open"):
+        Database("nosuchdialect://x")
+    db = Database(tmp_path / "t.db")
+    db.close()
+    with pytest.raises(DatabaseError, match="t.db: the database is closed"):
+        db.best("matmul{}")

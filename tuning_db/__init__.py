@@ -1,0 +1,33 @@
+"""The tuning database: every measurement of every tuning run, and the best ones reused.
+
+    db = tuning_db.Database()                        # or Database("sqlite:///t.db"), any SQLAlchemy URL
+    run = db.start_run(key, name, params, target, tuner, seed, trials_requested, tool_version)
+    db.add_records(run, [tuning_db.MeasureRecord(...), ...])
+    db.finish_run(run)
+    db.best(key, target); db.top_k(key, 5, target); db.history(run)
+    db.export_jsonl("records.jsonl"); db.import_jsonl("records.jsonl")
+    with tuning_db.apply_best(db):
+        tuning_db.lookup_best(key, "cpu")            # what the builder calls
+
+Modules, one job each: ``records`` (the plain dataclasses callers see), ``models`` (ORM
+tables), ``location`` (where the database is), ``engine`` (SQLite settings for concurrent
+writers), ``schema`` (versioning), ``rows`` (rows <-> records), ``database`` (the API),
+``jsonl`` (export/import), ``dispatch`` (apply_best / lookup_best), ``errors``.
+This package imports nothing else of the project: workload keys come from ``te`` as strings.
+"""
+from .database import Database
+from .dispatch import NoTunedConfigWarning, active_database, apply_best, lookup_best
+from .errors import DatabaseError, RecordFormatError
+from .location import ENV_VAR, default_path, resolve_url
+from .models import SCHEMA_VERSION
+from .records import (
+    ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, TARGET_KINDS, MeasureRecord, RunInfo,
+    TargetInfo, TargetSummary, WorkloadSummary, config_hash,
+)
+
+__all__ = [
+    "Database", "DatabaseError", "RecordFormatError", "MeasureRecord", "TargetInfo", "RunInfo",
+    "WorkloadSummary", "TargetSummary", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "TARGET_KINDS",
+    "MAX_ERROR_CHARS", "SCHEMA_VERSION", "config_hash", "apply_best", "lookup_best", "active_database",
+    "NoTunedConfigWarning", "ENV_VAR", "default_path", "resolve_url",
+]

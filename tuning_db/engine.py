@@ -1,0 +1,68 @@
+"""The SQLAlchemy engine, set up so several processes can write one SQLite file at once.
+
+Every SQLite connection gets (in a ``connect`` event, so pooled and new connections alike):
+
+    busy_timeout = 30 s   wait for another writer's lock instead of failing at once
+    journal_mode = WAL    readers never block the writer, the writer never blocks readers
+    synchronous = NORMAL  in WAL mode a process crash (even SIGKILL) never loses a
+                          committed transaction; only a power cut can drop the last ones
+    foreign_keys = ON
+
+Transactions are begun by us rather than by the sqlite3 module (which starts them
+late and lets a read transaction be upgraded to a write one; in WAL mode that upgrade
+fails at once with "database is locked" if another process wrote in between, and
+busy_timeout cannot help). Readers use a plain ``BEGIN``; writers use the engine from
+``writer()``, whose transactions start with ``BEGIN IMMEDIATE``: they take the write lock
+up front, waiting up to busy_timeout for it, so concurrent writers queue instead of failing.
+Other databases (PostgreSQL for shared use) get none of this and need none of it.
+"""
+from __future__ import annotations
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.pool import StaticPool
+
+from .location import sqlite_file
+
+BUSY_TIMEOUT_S = 30.0
+_BEGIN_OPTION = "tuning_db_sqlite_begin"
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def open_engine(url: URL) -> Engine:
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if sqlite_file(url) is None:
+        # In-memory: one shared connection, or every session would see its own empty database.
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+    event.listen(engine, "connect", _configure_sqlite_connection)
+    event.listen(engine, "begin", _begin_sqlite_transaction)
+    return engine
+
+
+def writer(engine: Engine) -> Engine:
+    """The same engine (same pool), but its SQLite transactions take the write lock at BEGIN."""
+    if not is_sqlite(engine):
+        return engine
+    return engine.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+
+
+def _configure_sqlite_connection(dbapi_connection, connection_record) -> None:
+    dbapi_connection.isolation_level = None  # the sqlite3 module must not issue BEGIN itself
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _begin_sqlite_transaction(connection) -> None:
+    connection.exec_driver_sql(connection.get_execution_options().get(_BEGIN_OPTION, "BEGIN"))

@@ -1,0 +1,152 @@
+"""The tables of the tuning database, as SQLAlchemy 2 ORM classes.
+
+    workloads    one row per workload key (op name + canonical parameters)
+    targets      one row per distinct (kind, device, compiler, flags, host)
+    tuning_runs  one row per tuning session of a workload on a target
+    records      one row per measured trial, failures included
+    meta         key/value pairs; ``schema_version`` says which layout this file has
+
+JSON fields (params, config, costs) are stored as canonical JSON text so the files stay
+readable with the sqlite3 shell and portable to any SQL server. Timestamps are stored as
+naive UTC and handed back timezone-aware. Nothing outside this package sees these rows:
+``database.py`` converts them to the dataclasses of ``records.py``.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    CheckConstraint, DateTime, Double, ForeignKey, Index, Integer, MetaData, String, Text,
+    TypeDecorator, UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from .records import RUN_STATUSES, STATUSES, canonical_json
+
+# Bump when the layout changes, and add a step to schema.MIGRATIONS.
+SCHEMA_VERSION = 1
+
+
+class JSONText(TypeDecorator):
+    """A JSON value stored as canonical JSON text."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect) -> str | None:
+        return None if value is None else canonical_json(value)
+
+    def process_result_value(self, value: str | None, dialect) -> Any:
+        return None if value is None else json.loads(value)
+
+
+class UTCDateTime(TypeDecorator):
+    """A timezone-aware UTC datetime, stored naive (SQLite has no time zones)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"refusing to store a naive datetime {value!r}")
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    # Named constraints, so that future migrations can refer to them on every backend.
+    metadata = MetaData(naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    })
+
+
+class WorkloadRow(Base):
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String, unique=True)      # te.workload_key(name, params)
+    name: Mapped[str] = mapped_column(String, index=True)      # op name, for similar-workload queries
+    params: Mapped[dict] = mapped_column(JSONText)
+
+
+class TargetRow(Base):
+    __tablename__ = "targets"
+    __table_args__ = (UniqueConstraint("kind", "device", "compiler", "flags", "host"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    device: Mapped[str] = mapped_column(String, default="")
+    compiler: Mapped[str] = mapped_column(String, default="")
+    flags: Mapped[str] = mapped_column(String, default="")
+    host: Mapped[str] = mapped_column(String, default="")
+
+
+class RunRow(Base):
+    __tablename__ = "tuning_runs"
+    __table_args__ = (
+        Index(None, "workload_id", "target_id"),
+        CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    tuner: Mapped[str] = mapped_column(String)
+    seed: Mapped[int | None] = mapped_column(Integer)
+    trials_requested: Mapped[int] = mapped_column(Integer)
+    tool_version: Mapped[str] = mapped_column(String)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16))
+
+
+class RecordRow(Base):
+    __tablename__ = "records"
+    __table_args__ = (
+        # best / top-k of a workload on a target: WHERE status='ok' ORDER BY median_s
+        Index(None, "workload_id", "target_id", "status", "median_s"),
+        # measured configs of a task (--resume, duplicate checks)
+        Index(None, "workload_id", "target_id", "config_hash"),
+        # history of a run in trial order
+        Index(None, "run_id", "trial"),
+        CheckConstraint(_in("status", STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("tuning_runs.id"))
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    trial: Mapped[int] = mapped_column(Integer)
+    config: Mapped[dict] = mapped_column(JSONText)
+    config_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    costs: Mapped[list] = mapped_column(JSONText)              # seconds per timed repeat
+    median_s: Mapped[float | None] = mapped_column(Double)     # None for failures
+    spread: Mapped[float | None] = mapped_column(Double)       # relative
+    gflops: Mapped[float | None] = mapped_column(Double)
+    build_s: Mapped[float] = mapped_column(Double)
+    run_s: Mapped[float] = mapped_column(Double)
+    error: Mapped[str | None] = mapped_column(Text)            # cut to a few KB
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    tool_version: Mapped[str] = mapped_column(String)
+
+
+class MetaRow(Base):
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,91 @@
+"""Between ORM rows and plain records: conversions, filters and get-or-create helpers.
+
+Shared by ``database.py`` (the query API) and ``jsonl.py`` (import/export), so that both
+read and write rows the same way and no ORM object leaves the package.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .models import RecordRow, RunRow, TargetRow, WorkloadRow
+from .records import MeasureRecord, TargetInfo
+
+# A query's target: a TargetInfo (matched on kind, and on device when it names one),
+# a bare kind such as "cuda", or None for every target.
+TargetFilter = TargetInfo | str | None
+
+
+def target_conditions(target: TargetFilter) -> list:
+    if target is None:
+        return []
+    if isinstance(target, str):
+        TargetInfo(target)  # validates the kind
+        return [TargetRow.kind == target]
+    conditions = [TargetRow.kind == target.kind]
+    if target.device:
+        conditions.append(TargetRow.device == target.device)
+    return conditions
+
+
+def select_records() -> Select:
+    """Records joined with their workload and target, ready for ``to_record``."""
+    return (
+        select(RecordRow, WorkloadRow, TargetRow)
+        .join(WorkloadRow, RecordRow.workload_id == WorkloadRow.id)
+        .join(TargetRow, RecordRow.target_id == TargetRow.id)
+    )
+
+
+def to_target(row: TargetRow) -> TargetInfo:
+    return TargetInfo(kind=row.kind, device=row.device, compiler=row.compiler, flags=row.flags, host=row.host)
+
+
+def to_record(rec: RecordRow, wl: WorkloadRow, tg: TargetRow) -> MeasureRecord:
+    return MeasureRecord(
+        workload_key=wl.key, workload_name=wl.name, params=wl.params, target=to_target(tg),
+        config=rec.config, config_hash=rec.config_hash, status=rec.status, costs=rec.costs,
+        median_s=rec.median_s, spread=rec.spread, gflops=rec.gflops, build_s=rec.build_s,
+        run_s=rec.run_s, error=rec.error, trial=rec.trial, created_at=rec.created_at,
+        tool_version=rec.tool_version, id=rec.id, run_id=rec.run_id,
+    )
+
+
+def to_record_row(record: MeasureRecord, run: RunRow) -> RecordRow:
+    return RecordRow(
+        run_id=run.id, workload_id=run.workload_id, target_id=run.target_id, trial=record.trial,
+        config=record.config, config_hash=record.config_hash, status=record.status,
+        costs=record.costs, median_s=record.median_s, spread=record.spread, gflops=record.gflops,
+        build_s=record.build_s, run_s=record.run_s, error=record.error,
+        created_at=record.created_at, tool_version=record.tool_version,
+    )
+
+
+def _get_or_create(session: Session, model, identity: dict[str, Any], extra: dict[str, Any]):
+    """The row of ``model`` matching ``identity``, inserted (with ``extra``) if missing.
+
+    Another process may insert the same row between our SELECT and INSERT (on servers
+    without SQLite's write lock); the unique constraint then fails inside a savepoint
+    and we read the winner's row.
+    """
+    found = session.scalars(select(model).filter_by(**identity)).first()
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            row = model(**identity, **extra)
+            session.add(row)
+        return row
+    except IntegrityError:
+        return session.scalars(select(model).filter_by(**identity)).one()
+
+
+def get_or_create_workload(session: Session, key: str, name: str, params: dict) -> WorkloadRow:
+    return _get_or_create(session, WorkloadRow, {"key": key}, {"name": name, "params": params})
+
+
+def get_or_create_target(session: Session, target: TargetInfo) -> TargetRow:
+    return _get_or_create(session, TargetRow, target.to_dict(), {})

@@ -1,0 +1,61 @@
+"""Creating the tables, and checking and migrating the schema version of an existing file.
+
+The version lives in ``meta.schema_version``. Opening a database:
+
+    no meta table            -> create every table and write the current version
+    version == SCHEMA_VERSION -> nothing to do (a read-only check: read-only files open)
+    older version             -> run MIGRATIONS[v] for v = stored .. current-1, in one transaction
+    newer or unreadable       -> DatabaseError: an older tool must not misread newer rows
+
+Creation and migration run in a write transaction (``BEGIN IMMEDIATE`` on SQLite) and look
+at the version again inside it, so two processes opening a new file at once create it once.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlalchemy import Connection, inspect, select
+from sqlalchemy.engine import Engine
+
+from .errors import DatabaseError
+from .models import SCHEMA_VERSION, Base, MetaRow
+
+# MIGRATIONS[v] upgrades a version-v database to version v+1 (none yet).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:
+    with reader.connect() as conn:
+        if stored_version(conn, where) == SCHEMA_VERSION:
+            return
+    with writer.begin() as conn:
+        version = stored_version(conn, where)
+        if version is None:
+            Base.metadata.create_all(conn)
+            conn.execute(MetaRow.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+            return
+        for v in range(version, SCHEMA_VERSION):
+            MIGRATIONS[v](conn)
+        conn.execute(MetaRow.__table__.update().where(MetaRow.key == "schema_version")
+                     .values(value=str(SCHEMA_VERSION)))
+
+
+def stored_version(conn: Connection, where: str) -> int | None:
+    """The schema version in ``meta``; None for a database without our tables."""
+    if not inspect(conn).has_table(MetaRow.__tablename__):
+        return None
+    value = conn.execute(select(MetaRow.value).where(MetaRow.key == "schema_version")).scalar()
+    if value is None:
+        raise DatabaseError(f"{where}: not a tuning database (its meta table has no schema_version)")
+    try:
+        version = int(value)
+    except ValueError:
+        raise DatabaseError(f"{where}: unknown schema version {value!r}") from None
+    if version > SCHEMA_VERSION:
+        raise DatabaseError(
+            f"{where}: schema version {version} is newer than this autotune-te supports "
+            f"({SCHEMA_VERSION}); upgrade autotune-te to open it"
+        )
+    if version < 1 or any(v not in MIGRATIONS for v in range(version, SCHEMA_VERSION)):
+        raise DatabaseError(f"{where}: unknown schema version {version}; no migration to {SCHEMA_VERSION}")
+    return version
