@@ -85,7 +85,7 @@ def _evaluate_compute(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> np.nda
     out_dtype = dtypes.numpy_dtype(op.output(0).dtype)
     fast = _einsum_fast_path(op, values)
     if fast is not None:
-        return fast.astype(out_dtype)
+        return np.ascontiguousarray(fast, dtype=out_dtype)
     axes = list(op.axis) + list(op.reduce_axis)
     per_row = max(1, math.prod(iv.extent for iv in axes[1:]))
     rows = max(1, CHUNK_ELEMENTS // per_row)

@@ -137,7 +137,7 @@ class Expr(ExprOps):
 
     def children(self) -> tuple["Expr", ...]:
         """Sub-expressions in field order (used by generic traversals)."""
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.name in self._child_fields)
+        return tuple(getattr(self, name) for name in self._child_fields)
 
     _child_fields: tuple[str, ...] = ()
 

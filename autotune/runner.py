@@ -1,0 +1,159 @@
+"""The runner: times built candidates in a separate process, one status per trial.
+
+``LocalRunner`` keeps one measuring process (``runner_worker.serve``) per task. A
+candidate that kills it (a segfault) is recorded as ``runtime_error`` with the signal,
+one that exceeds the timeout as ``timeout`` (the process is killed); either way a new
+process takes over for the next candidate, so one bad kernel costs one trial.
+Candidates run one after another with nothing else measuring: timings stay quiet.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+from .measure import OK, RUNTIME_ERROR, TIMEOUT, BuildResult, MeasureResult
+
+
+@dataclass
+class TimingOptions:
+    """How long to measure each candidate (see runner_worker for the protocol)."""
+
+    min_time: float = 0.1
+    min_repeats: int = 3
+    max_repeats: int = 20
+    slow_factor: float = 10.0
+
+
+class LocalRunner:
+    """Runs candidates of one task at a time in a child process, with a per-candidate timeout."""
+
+    def __init__(self, timeout: float = 10.0, options: TimingOptions | None = None, seed: int = 0,
+                 setup_timeout: float = 300.0):
+        self.timeout = timeout
+        self.options = options or TimingOptions()
+        self.seed = seed
+        self.setup_timeout = setup_timeout
+        self._proc: subprocess.Popen | None = None
+        self._send: Connection | None = None
+        self._conn: Connection | None = None
+        self._task_key = None
+
+    # ------------------------------------------------------------ worker lifecycle
+
+    def _start(self, task) -> None:
+        """Start ``python -m autotune.runner_worker`` with two pipes for messages.
+
+        A fresh interpreter (not fork) keeps the worker free of the tuner's threads and
+        OpenMP state, and unlike multiprocessing's spawn it never re-imports the
+        user's main script.
+        """
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune.runner_worker", str(to_child_r), str(to_parent_w)],
+            pass_fds=(to_child_r, to_parent_w), env=env, stdin=subprocess.DEVNULL,
+        )
+        os.close(to_child_r)
+        os.close(to_parent_w)
+        self._proc = proc
+        self._send = Connection(to_child_w, readable=False)
+        self._conn = Connection(to_parent_r, writable=False)
+        self._send.send(("setup", task.workload_name, task.params, self.seed))
+        status, payload = self._wait(self.setup_timeout)
+        if status != "ready":
+            self.close()
+            raise RuntimeError(f"the measuring process failed to set up {task.key}: {payload}")
+        self._task_key = task.key
+
+    def _ensure(self, task) -> None:
+        if self._proc is None or self._proc.poll() is not None or self._task_key != task.key:
+            self.close()
+            self._start(task)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._send.send(("exit",))
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        for conn in (self._send, self._conn):
+            if conn is not None:
+                conn.close()
+        self._proc = self._send = self._conn = self._task_key = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------ measuring
+
+    def run(self, task, builds: list[BuildResult], best_cost: float | None = None) -> list[MeasureResult]:
+        """One MeasureResult per build, in order; builds that failed pass their status through."""
+        results = []
+        for build in builds:
+            if build.status != OK:
+                results.append(MeasureResult(build.status, error=build.error, build_s=build.build_s))
+                continue
+            result = self._run_one(task, build, best_cost)
+            if result.ok and (best_cost is None or result.cost < best_cost):
+                best_cost = result.cost
+            results.append(result)
+        return results
+
+    def _run_one(self, task, build: BuildResult, best_cost: float | None) -> MeasureResult:
+        self._ensure(task)
+        options = dict(vars(self.options), best_cost=best_cost)
+        t0 = time.perf_counter()
+        self._send.send(("run", build.artifact, "kernel", options))
+        status, payload = self._wait(self.timeout)
+        run_s = time.perf_counter() - t0
+        if status == OK:
+            return MeasureResult(OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
+        return MeasureResult(status, error=payload, build_s=build.build_s, run_s=run_s)
+
+    def _wait(self, timeout: float):
+        """The worker's reply, or a status for a crash or a hang (the worker is then stopped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._conn.poll(0.05):
+                try:
+                    return self._conn.recv()
+                except (EOFError, OSError):
+                    return self._crashed()
+            if self._proc.poll() is not None:
+                return self._crashed()
+            if time.monotonic() > deadline:
+                self._proc.kill()
+                self._proc.wait()
+                self.close()
+                return TIMEOUT, f"no result within {timeout:g} s; the measuring process was killed"
+
+    def _crashed(self):
+        try:
+            code = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = self._proc.wait()
+        self.close()
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return RUNTIME_ERROR, f"the kernel crashed the measuring process ({name})"
+        return RUNTIME_ERROR, f"the measuring process exited with code {code}"

@@ -1,0 +1,170 @@
+"""The measuring process: loads compiled kernels, verifies them, times them.
+
+It runs apart from the tuner (started with ``spawn``), so a kernel that crashes or
+hangs takes only this process down; ``runner.LocalRunner`` notices, records the trial
+and starts a new one. Messages over a pipe:
+
+    ("setup", workload_name, params, seed)  -> ("ready", None)
+    ("run", artifact, function, options)    -> (status, payload)
+
+where status is ok (payload: list of seconds), wrong_answer or runtime_error (payload:
+a message).
+
+Timing protocol (CPU): one verification call on outputs prefilled with NaN (or a
+sentinel), compared with the reference; one warm-up; then repeats until both
+``min_repeats`` and ``min_time`` are reached (at most ``max_repeats``), each repeat
+after flushing the caches with a buffer larger than the last-level cache, each
+repeat long enough (several calls) to be well above the clock's resolution. A
+candidate already ``slow_factor`` times slower than the best so far stops after the
+warm-up: it cannot win, and its one timing ranks it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+import traceback
+
+import numpy as np
+
+#: Shortest stretch of time one repeat measures.
+MIN_REPEAT_S = 2e-3
+
+
+def _llc_bytes() -> int:
+    """Size of the largest CPU cache, from sysfs (32 MiB if unknown)."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            try:
+                text = open(os.path.join(base, entry, "size")).read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
+            best = max(best, int(text.rstrip("KM")) * mult)
+    except OSError:
+        pass
+    return best or 32 * 1024 * 1024
+
+
+class _Workspace:
+    """Inputs, references and output buffers of the current task."""
+
+    def __init__(self, workload_name: str, params: dict, seed: int):
+        import te
+
+        from .verify import reduction_length
+
+        wl = te.create_workload(workload_name, **params)
+        self.inputs = wl.random_inputs(seed)
+        self.references = wl.reference(*self.inputs)
+        self.reduction = reduction_length(wl.outputs)
+        self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
+        self.flush_buffer = np.zeros(min(_llc_bytes() * 3 // 2, 256 << 20) // 8, dtype=np.float64)
+
+    def reset_outputs(self) -> None:
+        for out in self.outputs:
+            if out.dtype.kind == "f":
+                out.fill(np.nan)
+            else:
+                out.fill(np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1)
+
+    def flush(self) -> None:
+        self.flush_buffer += 1.0
+
+
+def _run(ws: _Workspace, artifact: str, function: str, options: dict):
+    from .verify import mismatch
+
+    lib = ctypes.CDLL(artifact)
+    try:
+        fn = getattr(lib, function)
+        arrays = ws.inputs + ws.outputs
+        fn.argtypes = [ctypes.c_void_p] * len(arrays)
+        fn.restype = None
+        ptrs = [a.ctypes.data for a in arrays]
+        ws.reset_outputs()
+        fn(*ptrs)
+        for out, ref in zip(ws.outputs, ws.references):
+            problem = mismatch(out, ref, ws.reduction)
+            if problem is not None:
+                return "wrong_answer", problem
+        return "ok", _time(fn, ptrs, ws, options)
+    finally:
+        _dlclose(lib)
+
+
+def _time(fn, ptrs, ws: _Workspace, options: dict) -> list[float]:
+    t0 = time.perf_counter()
+    fn(*ptrs)  # warm-up
+    first = time.perf_counter() - t0
+    best = options.get("best_cost")
+    if best is not None and first > options.get("slow_factor", 10.0) * best:
+        return [first]
+    number = max(1, int(MIN_REPEAT_S / max(first, 1e-9)))
+    costs: list[float] = []
+    start = time.perf_counter()
+    min_repeats, max_repeats, min_time = options["min_repeats"], options["max_repeats"], options["min_time"]
+    while len(costs) < max_repeats and (len(costs) < min_repeats or time.perf_counter() - start < min_time):
+        ws.flush()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(*ptrs)
+        costs.append((time.perf_counter() - t0) / number)
+    return costs
+
+
+def _dlclose(lib) -> None:
+    try:
+        import _ctypes
+
+        _ctypes.dlclose(lib._handle)
+    except (AttributeError, OSError):
+        pass
+
+
+def serve(inbox, outbox) -> None:
+    """Answer setup/run messages from ``inbox`` on ``outbox`` until the inbox closes."""
+    workspace = None
+    while True:
+        try:
+            message = inbox.recv()
+        except (EOFError, OSError):
+            return
+        kind = message[0]
+        try:
+            if kind == "setup":
+                workspace = _Workspace(*message[1:])
+                outbox.send(("ready", None))
+            elif kind == "run":
+                outbox.send(_run(workspace, *message[1:]))
+            elif kind == "exit":
+                return
+        except Exception:  # a failure of this candidate, reported, never fatal
+            outbox.send(("runtime_error", traceback.format_exc(limit=3)[-2000:]))
+
+
+def _pin_openmp_runtime() -> None:
+    """Load libgomp once for good: kernels are unloaded after measuring, and the last
+    one to go must not take the OpenMP runtime (whose threads live on) with it."""
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> None:
+    from multiprocessing.connection import Connection
+
+    _pin_openmp_runtime()
+    inbox = Connection(int(argv[0]), writable=False)
+    outbox = Connection(int(argv[1]), readable=False)
+    os.dup2(2, 1)  # stray prints from kernels or libraries must not reach the tuner
+    serve(inbox, outbox)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -1,0 +1,59 @@
+"""Checking a candidate's outputs against the NumPy reference.
+
+Tolerances depend on the dtype and on the reduction length: a float sum of R terms
+in a different order differs from the (float64-accumulated) reference by roughly
+eps * sqrt(R) relative to the magnitudes summed, so the bound scales with both.
+Integer outputs must match exactly; NaN where the reference has none is wrong.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from te import dtypes
+from te.dag import topological_order
+from te.tensor import ComputeOp
+
+#: Safety factor over the expected rounding error.
+SAFETY = 64.0
+
+
+def reduction_length(outputs) -> int:
+    """Longest chain of reduction terms behind ``outputs`` (1 when there is no reduction)."""
+    longest = 1
+    for op in topological_order(outputs):
+        if isinstance(op, ComputeOp) and op.reduce_axis:
+            longest = max(longest, math.prod(iv.extent for iv in op.reduce_axis))
+    return longest
+
+
+def tolerance(dtype: str, reduction: int) -> tuple[float, float]:
+    """(rtol, atol-scale) for an output of ``dtype`` behind a reduction of ``reduction`` terms."""
+    if not dtypes.is_float(dtype):
+        return 0.0, 0.0
+    eps = float(np.finfo(dtypes.numpy_dtype(dtype)).eps)
+    rtol = SAFETY * eps * math.sqrt(reduction)
+    return rtol, rtol
+
+
+def mismatch(output: np.ndarray, reference: np.ndarray, reduction: int) -> str | None:
+    """None when ``output`` matches ``reference``, else a one-line description of the worst error."""
+    dtype = str(reference.dtype)
+    if not dtypes.is_float(dtype):
+        bad = output != reference
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return f"{int(bad.sum())} wrong element(s), first at {idx}: got {output[idx]}, expected {reference[idx]}"
+    out = output.astype(np.float64)
+    ref = reference.astype(np.float64)
+    rtol, atol_scale = tolerance(dtype, reduction)
+    atol = atol_scale * max(1.0, float(np.mean(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 1.0)
+    with np.errstate(invalid="ignore"):
+        ok = np.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+    if ok.all():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+    return (f"{int((~ok).sum())} element(s) off (rtol={rtol:.2g}, atol={atol:.2g}), first at {idx}: "
+            f"got {out[idx]!r}, expected {ref[idx]!r}")
