@@ -41,6 +41,12 @@ _INFIX = {
     "add": "+", "sub": "-", "mul": "*", "div": "/",
     "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||",
 }
+#: Identifiers the generated code uses for something else (types, macros of its headers, the
+#: functions and helpers it calls): a tensor or loop named like one of them is renamed.
+C_RESERVED = C_KEYWORDS | set(C_TYPES.values()) | set(_MATH_FLOAT32.values()) | {
+    "fabs", "powf", "free", "aligned_alloc", "INFINITY", "NAN", "NULL", "HUGE_VAL", "M_PI", "M_E",
+    "true", "false", "isnan", "isinf", "isfinite", "signbit", "size_t", "float_t", "double_t",
+} | {f"at_{op}_{t}" for op in ("floordiv", "floormod", "min", "max") for t in C_TYPES}
 #: Buffers up to this size live on the stack; larger ones are heap-allocated.
 STACK_BYTES = 64 * 1024
 
@@ -101,7 +107,7 @@ class CSourcePrinter:
 
     def __init__(self, dialect: Dialect):
         self.dialect = dialect
-        self.names = NameTable(reserved=C_KEYWORDS)
+        self.names = NameTable(reserved=C_RESERVED)
         self.buffer_names: dict[Buffer, str] = {}
         self.bounds: dict[Var, tuple[int, int]] = {}
         self.helpers: dict[str, str] = {}
@@ -258,9 +264,12 @@ class CSourcePrinter:
     def _for(self, loop: For) -> None:
         var = self.names(loop.var)
         extent = self.expr(loop.extent)
-        n = ir.const_int(loop.extent)
+        r = interval(loop.extent, self.bounds)
         saved = self.bounds.get(loop.var)
-        self.bounds[loop.var] = (0, n - 1) if n is not None else None
+        if r is not None:
+            self.bounds[loop.var] = (0, r[1] - 1)
+        else:
+            self.bounds.pop(loop.var, None)
         header = self.dialect.loop_header(loop, var, extent)
         if header is not None:
             self.emit("{")
@@ -295,8 +304,8 @@ class CSourcePrinter:
 
     def function(self, func: LoweredFunc, qualifiers: str = "") -> tuple[str, str]:
         """(helper definitions, function definition) of ``func``."""
+        name = self.names(Var(func.name))  # first, so a buffer of the same name cannot take it
         params = [f"{self.ctype(b.dtype)}* {self.dialect.restrict} {self.buffer_name(b)}" for b in func.params]
-        name = self.names(Var(func.name))
         self.stmt(func.body)
         header = f"{qualifiers}void {name}({', '.join(params)}) {{"
         body = "\n".join([header] + self.lines + ["}"])

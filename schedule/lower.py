@@ -10,7 +10,8 @@ The pipeline, one step per line of ``lower``:
 5. build each stage's loop nest: loops from its leaf axes, the body with reads turned
    into buffer loads, guards for splits that do not divide, a reduction's init nest,
    attached stages and their buffers placed inside the host's loop;
-6. simplify index arithmetic with the loop bounds (drops provably true guards);
+6. simplify index arithmetic with the loop bounds (drops provably true guards), and
+   turn the remaining tail guards into loop bounds where a whole loop shares one;
 7. verify the result (every variable bound, every buffer declared, loop kinds legal).
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ from te.tensor import REDUCE, IterVar, PlaceholderOp, Tensor
 from . import ir
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt, seq
-from .simplify import simplify
+from .simplify import interval, simplify
+from .tail import guards_to_bounds
 from .stage import Fuse, Schedule, ScheduleError, Split, Stage
 from .verify import verify
 
@@ -65,6 +67,7 @@ def lower(s: Schedule, args, name: str = "kernel") -> LoweredFunc:
             _infer_stage_bounds(s, infos, infos[st])
     body = _root_body(s, infos)
     body = _simplify_stmt(body, {})
+    body = _simplify_stmt(guards_to_bounds(body), {})
     func = LoweredFunc(name, tuple(params), body)
     verify(func)
     return func
@@ -266,11 +269,10 @@ def _stage_nest(s: Schedule, infos, info: _StageInfo) -> Stmt:
     first_reduce = next((n for n, iv in enumerate(leaves) if iv.kind == REDUCE), None)
     inner: Stmt = update
     for pos in range(len(leaves) - 1, -1, -1):
+        inner = _with_attached(s, infos, st, leaves[pos], inner)  # stages computed inside this loop
         inner = _loop(st, info, leaves[pos], inner)
         if pos == first_reduce:
             inner = seq(_init_nest(info, store_idx, leaves[pos + 1:], leaves[:pos]), inner)
-        if pos > 0:
-            inner = _with_attached(s, infos, st, leaves[pos - 1], inner)
     return inner
 
 
@@ -351,10 +353,10 @@ def _simplify_stmt(stmt: Stmt, bounds) -> Stmt:
     """Simplify every expression with the bounds of the loops around it; drop decided guards."""
     if isinstance(stmt, For):
         extent = simplify(stmt.extent, bounds)
-        n = ir.const_int(extent)
+        r = interval(extent, bounds)
         inner = dict(bounds)
-        if n is not None:
-            inner[stmt.var] = (0, n - 1)
+        if r is not None:
+            inner[stmt.var] = (0, r[1] - 1)
         return For(stmt.var, extent, stmt.kind, _simplify_stmt(stmt.body, inner), stmt.thread_tag)
     if isinstance(stmt, ir.Seq):
         return seq(*[_simplify_stmt(x, bounds) for x in stmt.stmts])

@@ -82,7 +82,10 @@ class Linear:
 
     def to_expr(self, dtype: str = dtypes.INDEX_DTYPE) -> Expr:
         out: Expr | None = None
-        for term, c in self.terms.values():
+        items = sorted(self.terms.values(), key=lambda tc: tc[1] < 0)  # positive terms first (stable)
+        if items and items[0][1] < 0 and self.const > 0:
+            out = Const(self.const, dtype)  # "7 - k*3" rather than "0 - k*3 + 7"
+        for term, c in items:
             piece = term if abs(c) == 1 else Binary("mul", term, Const(abs(c), dtype), dtype)
             if out is None:
                 out = piece if c > 0 else Binary("sub", Const(0, dtype), piece, dtype)
@@ -90,7 +93,7 @@ class Linear:
                 out = Binary("add" if c > 0 else "sub", out, piece, dtype)
         if out is None:
             return Const(self.const, dtype)
-        if self.const > 0:
+        if self.const > 0 and not (items and items[0][1] < 0):
             return Binary("add", out, Const(self.const, dtype), dtype)
         if self.const < 0:
             return Binary("sub", out, Const(-self.const, dtype), dtype)
