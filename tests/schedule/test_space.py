@@ -1,0 +1,203 @@
+"""The schedule space: sampled configs build and match the reference, replay exactly."""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import te
+from autotune.builder import LocalBuilder
+from autotune.measure import MeasureInput
+from autotune.task import Task
+from autotune.verify import mismatch, reduction_length
+from backends import cpu
+from schedule import ir
+from schedule.config import Config, ConfigError
+from schedule.space import ConfigSpace, factor_candidates
+
+# Small odd shapes: no split factor divides them, so every tail path is exercised.
+CASES = {
+    "matmul": dict(M=13, N=17, K=11),
+    "batch_matmul": dict(B=3, M=7, N=9, K=5),
+    "dense": dict(M=13, N=17, K=11, bias=True, relu=True),
+    "conv2d": dict(N=1, C=3, H=9, W=7, K=5, R=3, S=3, padding=1, stride=1),
+    "conv2d_nhwc": dict(N=1, C=3, H=9, W=7, K=5, R=3, S=3, padding=1, stride=2, layout="NHWC"),
+    "depthwise_conv2d": dict(N=1, C=3, H=9, W=7, R=3, S=3, padding=1),
+    "softmax": dict(shape=[7, 13]),
+}
+
+
+def _task(case: str) -> Task:
+    name = "conv2d" if case == "conv2d_nhwc" else case
+    return Task(name, CASES[case])
+
+
+def _check_sampled(case: str, count: int, seed: int) -> None:
+    """Build ``count`` distinct random configs and compare each with the reference."""
+    task = _task(case)
+    wl = task.workload
+    rng = random.Random(seed)
+    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(count))}.values())
+    builds = LocalBuilder().build([MeasureInput(task, c) for c in configs])
+    inputs = wl.random_inputs(seed)
+    refs = wl.reference(*inputs)
+    red = reduction_length(wl.outputs)
+    for config, build in zip(configs, builds):
+        assert build.status == "ok", f"{config}: {build.error}"
+        module = cpu.CPUModule(task.lower(config), "", build.artifact)
+        outs = [np.full(r.shape, np.nan, dtype=r.dtype) for r in refs]
+        module(*inputs, *outs)
+        for out, ref in zip(outs, refs):
+            problem = mismatch(out, ref, red)
+            assert problem is None, f"{case} {config}: {problem}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sampled_configs_match_reference(case):
+    _check_sampled(case, count=16, seed=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_few_hundred_sampled_configs_match_reference(case):
+    _check_sampled(case, count=300, seed=2)
+
+
+def _allocation_depth(stmt, name: str, depth: int = 0):
+    """Number of loops around the Allocate of buffer ``name`` (None if not allocated)."""
+    if isinstance(stmt, ir.Allocate) and stmt.buffer.name == name:
+        return depth
+    for child in ir.child_stmts(stmt):
+        found = _allocation_depth(child, name, depth + isinstance(stmt, ir.For))
+        if found is not None:
+            return found
+    return None
+
+
+def test_dense_epilogue_is_fused_into_the_tile():
+    task = Task("dense", CASES["dense"])
+    plans = {p.name: p.role for p in task.space.sketch.plans}
+    assert plans == {"dense": "multi_level", "dense_epilogue": "fused"}
+    rng = random.Random(0)
+    for _ in range(20):
+        func = task.lower(task.space.sample(rng))
+        depth = _allocation_depth(func.body, "dense")
+        assert depth is not None and depth >= 1, "dense must be computed inside the epilogue's loops"
+        root_buffers = [s.buffer.name for s in ir.walk(func.body) if isinstance(s, ir.Allocate)]
+        assert "dense" in root_buffers
+        # The dense buffer holds one tile, never the whole M x N matrix.
+        alloc = next(s for s in ir.walk(func.body) if isinstance(s, ir.Allocate) and s.buffer.name == "dense")
+        assert alloc.buffer.size < 13 * 17
+
+
+def test_padding_is_inlined_into_the_convolution():
+    task = _task("conv2d")
+    plans = {p.name: p.role for p in task.space.sketch.plans}
+    assert plans["pad"] == "inline" and plans["conv2d"] == "multi_level"
+    func = task.lower(task.space.sample(random.Random(0)))
+    assert not any(isinstance(s, ir.Allocate) and s.buffer.name == "pad" for s in ir.walk(func.body))
+
+
+def test_config_json_round_trip_and_stable_hash():
+    task = _task("conv2d")
+    rng = random.Random(3)
+    for _ in range(200):
+        config = task.space.sample(rng)
+        again = Config.from_json(json.loads(json.dumps(config.to_dict())))
+        assert again == config and again.hash == config.hash
+        assert task.space.check(again) is None
+
+
+def test_configs_replay_to_identical_code_in_a_fresh_process():
+    task = _task("dense")
+    rng = random.Random(4)
+    configs = [task.space.sample(rng) for _ in range(25)]
+    here = [hashlib.sha256(cpu.generate_source(task.lower(c)).encode()).hexdigest() for c in configs]
+    hashes_here = [c.hash for c in configs]
+    script = textwrap.dedent(f"""
+        import hashlib, json, sys
+        from autotune.task import Task
+        from backends import cpu
+        from schedule.config import Config
+        task = Task("dense", {CASES['dense']!r})
+        out = []
+        for text in json.load(sys.stdin):
+            c = Config.from_json(text)
+            out.append([c.hash, hashlib.sha256(cpu.generate_source(task.lower(c)).encode()).hexdigest()])
+        print(json.dumps(out))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps([c.to_json() for c in configs]),
+                          capture_output=True, text=True, check=True)
+    there = json.loads(proc.stdout)
+    assert [h for h, _ in there] == hashes_here
+    assert [s for _, s in there] == here
+
+
+def test_space_size_description_and_validity():
+    task = Task("matmul", dict(M=64, N=64, K=64))
+    space = task.space
+    assert space.size == np.prod([len(k.candidates) for k in space.knobs.knobs])
+    assert 0 < space.estimated_valid_size(samples=300) <= space.size
+    text = space.describe()
+    assert "multi-level tiling" in text and "C.tile.i" in text
+    config = space.sample(random.Random(0))
+    assert "C:" in space.describe_config(config)
+    # A local tile far beyond the limit is refused before any build.
+    large = Task("matmul", dict(M=1024, N=1024, K=1024)).space
+    big = dict(large.sample(random.Random(0)).values,
+               **{"C.tile.i": (64, 1, 16), "C.tile.j": (16, 1, 64), "C.at": "a"})
+    assert "local tile" in large.check(Config(config.sketch, big))
+    with pytest.raises(ConfigError, match="invalid config"):
+        large.apply(Config(config.sketch, big))
+    # Unknown or missing knobs are reported, not ignored.
+    assert "missing" in space.check(Config(config.sketch, {"C.at": "a"}))
+
+
+def test_mutation_changes_one_decision_and_crossover_mixes_parents():
+    space = _task("matmul").space
+    rng = random.Random(5)
+    a, b = space.sample(rng), space.sample(rng)
+    for _ in range(50):
+        m = space.mutate(a, rng)
+        assert sum(m.values[k] != a.values[k] for k in a.values) == 1
+        child = space.crossover(a, b, rng)
+        assert all(child.values[k] in (a.values[k], b.values[k]) for k in a.values)
+
+
+def test_factor_candidates_cover_odd_and_prime_extents():
+    assert factor_candidates(13) == [1, 2, 3, 4, 5, 6, 7, 8, 13]
+    assert 3 not in factor_candidates(1024) and 512 in factor_candidates(1024)
+    assert factor_candidates(12) == [1, 2, 3, 4, 6, 8, 12]
+
+
+def test_user_workload_gets_a_space():
+    """The space comes from the DAG, not from per-op templates."""
+
+    @te.register_workload("test_space_gemv_relu", override=True)
+    def gemv_relu(N, K):
+        A = te.placeholder((N, K), name="A")
+        x = te.placeholder((K,), name="x")
+        k = te.reduce_axis((0, K), name="k")
+        y = te.compute((N,), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
+        z = te.compute((N,), lambda i: te.max(y[i], 0.0), name="z")
+        return [A, x, z]
+
+    task = Task("test_space_gemv_relu", dict(N=19, K=23))
+    roles = {p.name: p.role for p in task.space.sketch.plans}
+    assert roles == {"y": "multi_level", "z": "fused"}
+    wl = task.workload
+    inputs = wl.random_inputs(0)
+    (ref,) = wl.reference(*inputs)
+    rng = random.Random(0)
+    configs = [task.space.sample(rng) for _ in range(10)]
+    for config, build in zip(configs, LocalBuilder().build([MeasureInput(task, c) for c in configs])):
+        assert build.status == "ok", build.error
+        out = np.full_like(ref, np.nan)
+        cpu.CPUModule(task.lower(config), "", build.artifact)(*inputs, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
