@@ -70,7 +70,6 @@ def infer_region(shape: tuple[int, ...], reads: list[tuple[Expr, ...]], varying:
             extents.append(full)
             continue
         base, lo, hi = box
-        base.const = lo
-        mins.append(simplify(base.to_expr()))
+        mins.append(simplify(Linear(base.terms, lo).to_expr()))
         extents.append(hi - lo + 1)
     return Region(tuple(mins), tuple(extents))

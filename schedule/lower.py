@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from te.expr import (
-    Binary, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform,
+    Binary, Compare, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform,
 )
 from te.tensor import REDUCE, IterVar, PlaceholderOp, Tensor
 
@@ -66,8 +66,7 @@ def lower(s: Schedule, args, name: str = "kernel") -> LoweredFunc:
         if st in infos:
             _infer_stage_bounds(s, infos, infos[st])
     body = _root_body(s, infos)
-    body = _simplify_stmt(body, {})
-    body = _simplify_stmt(guards_to_bounds(body), {})
+    body = guards_to_bounds(_simplify_stmt(body, {}))
     func = LoweredFunc(name, tuple(params), body)
     verify(func)
     return func
@@ -174,7 +173,10 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
     op = st.op
     if st.attach == "at":
         host = infos[st.attach_stage]
-        region = infer_region(op.output(0).shape, _host_reads(s, host, st), _varying_loops(infos, host, st))
+        reads, varying = _host_reads(s, host, st), _varying_loops(infos, host, st)
+        if st.scope == "shared":
+            reads, varying = _unfuse_varying(infos, host.stage, reads, varying)
+        region = infer_region(op.output(0).shape, reads, varying)
         for iv, lo, ext in zip(op.axis, region.mins, region.extents):
             info.root_min[iv], info.root_extent[iv] = lo, ext
     else:
@@ -203,7 +205,8 @@ def _varying_loops(infos, host: _StageInfo, producer: Stage) -> dict[Var, int]:
     """Loops that run inside the attach point: the host's leaves below the attach axis.
 
     A shared-memory buffer serves every thread of a block, so the thread-bound loops
-    of the host and of the stages enclosing it vary too.
+    of the host and of the stages enclosing it vary too, and so do their virtual
+    threads (the CUDA passes run a vthread-independent fetch once for all of them).
     """
     leaves = host.stage.leaf_iter_vars
     below = leaves[leaves.index(producer.attach_ivar) + 1:]
@@ -212,10 +215,48 @@ def _varying_loops(infos, host: _StageInfo, producer: Stage) -> dict[Var, int]:
         st: Stage | None = host.stage
         while st is not None:
             for iv, tag in st.thread_tags.items():
-                if tag.startswith("threadIdx"):
+                if tag.startswith("threadIdx") or tag == "vthread":
                     varying[iv.var] = infos[st].extent[iv]
             st = st.attach_stage
     return varying
+
+
+def _unfuse_varying(infos, host: Stage, reads, varying: dict[Var, int]):
+    """Reads and varying loops with every varying *fused* loop split back into its parts.
+
+    A fused loop ``f`` over its whole range is the same as its parts ``o``, ``i`` over
+    theirs, and the parts index linearly where ``f`` needs ``f // n`` and ``f % n``: the
+    region of a shared tile under fused thread loops stays a tight box instead of
+    falling back to the whole tensor.
+    """
+    fuses: dict[Var, tuple[Fuse, _StageInfo]] = {}
+    st: Stage | None = host
+    while st is not None:
+        for rel in st.relations:
+            if isinstance(rel, Fuse):
+                fuses[rel.fused.var] = (rel, infos[st])
+        st = st.attach_stage
+    todo = [v for v in varying if v in fuses]
+    if not todo:
+        return reads, varying
+    varying = dict(varying)
+    mapping: dict[Var, Expr] = {}
+    while todo:
+        rel, info = fuses[todo.pop()]
+        del varying[rel.fused.var]
+        mapping[rel.fused.var] = rel.outer.var * info.extent[rel.inner] + rel.inner.var
+        for part in (rel.outer, rel.inner):
+            varying[part.var] = info.extent[part]
+            if part.var in fuses:
+                todo.append(part.var)
+    bounds = {v: (0, n - 1) for v, n in varying.items()}
+
+    def unfuse(e: Expr) -> Expr:
+        while free_vars(e) & mapping.keys():
+            e = substitute(e, mapping)
+        return simplify(e, bounds)
+
+    return [tuple(unfuse(i) for i in idx) for idx in reads], varying
 
 
 def _derive_loops(info: _StageInfo) -> None:
@@ -370,8 +411,30 @@ def _simplify_stmt(stmt: Stmt, bounds) -> Stmt:
         return IfThenElse(cond, _simplify_stmt(stmt.then_case, bounds),
                           None if stmt.else_case is None else _simplify_stmt(stmt.else_case, bounds))
     if isinstance(stmt, BufferStore):
-        return BufferStore(stmt.buffer, tuple(simplify(i, bounds) for i in stmt.indices), simplify(stmt.value, bounds))
+        return BufferStore(stmt.buffer, tuple(_with_bounds(i, bounds) for i in stmt.indices),
+                           _with_bounds(stmt.value, bounds))
     return stmt
+
+
+def _with_bounds(e: Expr, bounds) -> Expr:
+    """Re-simplify ``e`` under loop bounds, when bounds can change it at all.
+
+    Expressions are built simplified; only div/mod, min/max and comparisons profit
+    from knowing the loop ranges, so the rest is skipped (lowering's hot path).
+    """
+    return simplify(e, bounds) if _bounds_sensitive(e) else e
+
+
+_SENSITIVE_OPS = ("floordiv", "floormod", "min", "max")
+
+
+def _bounds_sensitive(e: Expr) -> bool:
+    cached = getattr(e, "_bounds_sensitive", None)
+    if cached is None:
+        cached = any(isinstance(n, Compare) or (isinstance(n, Binary) and n.op in _SENSITIVE_OPS)
+                     for n in post_order(e))
+        object.__setattr__(e, "_bounds_sensitive", cached)
+    return cached
 
 
 def _simplify_guard(cond: Expr, bounds) -> Expr:

@@ -29,9 +29,19 @@ Bounds = Dict[Var, Interval]
 
 
 def structural_key(e: Expr):
-    """A hashable key equal for structurally equal expressions (variables by identity)."""
+    """A hashable key equal for structurally equal expressions (variables by identity).
+
+    Nodes are immutable, so the key is cached on the node itself.
+    """
+    cached = getattr(e, "_skey", None)
+    if cached is not None:
+        return cached
     memo: dict[int, object] = {}
     for node in post_order(e):
+        cached = getattr(node, "_skey", None)
+        if cached is not None:
+            memo[id(node)] = cached
+            continue
         if isinstance(node, Var):
             key = ("var", id(node))
         elif isinstance(node, Const):
@@ -42,6 +52,7 @@ def structural_key(e: Expr):
             key = (type(node).__name__, node.dtype, extra, id(target) if target is not None else None,
                    tuple(memo[id(c)] for c in node.children()))
         memo[id(node)] = key
+        object.__setattr__(node, "_skey", key)
     return memo[id(e)]
 
 
@@ -101,7 +112,18 @@ class Linear:
 
 
 def linearize(e: Expr) -> Linear:
-    """The linear form of an (already simplified) integer expression."""
+    """The linear form of an (already simplified) integer expression.
+
+    Cached on the node (nodes are immutable); callers must not mutate the result.
+    """
+    cached = getattr(e, "_linear", None)
+    if cached is None:
+        cached = _linearize(e)
+        object.__setattr__(e, "_linear", cached)
+    return cached
+
+
+def _linearize(e: Expr) -> Linear:
     if isinstance(e, Const):
         return Linear(const=int(e.value))
     if isinstance(e, Binary) and e.op in ("add", "sub"):

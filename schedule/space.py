@@ -96,8 +96,12 @@ class ConfigSpace:
 
     @classmethod
     def from_tensors(cls, inputs, outputs, target: str = "cpu") -> "ConfigSpace":
+        if target == "cuda":
+            from .space_gpu import GPUConfigSpace  # the GPU sketches ("cuda-v1")
+
+            return GPUConfigSpace.from_tensors(inputs, outputs, target)
         if target != "cpu":
-            raise ConfigError(f"no schedule space for target {target!r} yet (only 'cpu')")
+            raise ConfigError(f"no schedule space for target {target!r} (use 'cpu' or 'cuda')")
         outputs = list(outputs)
         sketch = derive_sketch(outputs)
         names = _unique_names([p.op for p in sketch.plans])
@@ -285,6 +289,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
         owner, tiled = s[op], s[cache]
     else:
         owner, tiled = s[plan.owner], s[op]
+        tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
     # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
     levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
     a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))

@@ -130,9 +130,13 @@ class Expr(ExprOps):
     __hash__ = object.__hash__
 
     def __eq__(self, other):
+        if other is None or isinstance(other, Expr):
+            return self is other  # fast path: nodes as dict keys and list members
         return identity_or_compare("eq", self, other)
 
     def __ne__(self, other):
+        if other is None or isinstance(other, Expr):
+            return self is not other
         return identity_or_compare("ne", self, other)
 
     def children(self) -> tuple["Expr", ...]:

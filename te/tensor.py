@@ -29,6 +29,7 @@ from .expr import (
     as_bool,
     as_expr,
     binary,
+    identity_or_compare,
     post_order,
 )
 
@@ -88,13 +89,13 @@ class IterVar(ExprOps):
     __hash__ = object.__hash__
 
     def __eq__(self, other):
-        from .expr import identity_or_compare
-
+        if other is None or isinstance(other, (IterVar, Expr)):
+            return self is other  # fast path: list.index / membership among axes
         return identity_or_compare("eq", self, other)
 
     def __ne__(self, other):
-        from .expr import identity_or_compare
-
+        if other is None or isinstance(other, (IterVar, Expr)):
+            return self is not other
         return identity_or_compare("ne", self, other)
 
 

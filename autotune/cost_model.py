@@ -1,0 +1,256 @@
+"""The XGBoost cost model: rank schedules by predicted speed, and measure how well it ranks.
+
+    model = XGBCostModel(seed=0)
+    model.fit(features, costs)           # costs in seconds, inf for failed trials
+    scores = model.predict(candidates)   # higher = predicted faster
+    evaluate_holdout(features, costs)    # {"pairwise_accuracy": ..., "top1": ..., "top5": ...}
+
+The model learns an order, not a time: the search only asks "which of these is
+faster", and a ranking target is free of the scale of each workload's times, so one
+model can train on records of several workloads (one query group per workload). The
+quality metrics are TenSet's: pairwise ranking accuracy and top-k score on held-out
+records.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import xgboost as xgb
+
+if tuple(int(p) for p in xgb.__version__.split(".")[:2] if p.isdigit()) < (2, 0):
+    raise ImportError(
+        f"autotune.cost_model needs xgboost >= 2.0 (its learning-to-rank objectives were rewritten "
+        f"in 2.0 and the parameters used here do not exist before); found {xgb.__version__}"
+    )
+
+#: Objectives the model accepts: two ranking objectives and plain regression.
+OBJECTIVES = ("rank:pairwise", "rank:ndcg", "reg:squarederror")
+#: Largest integer relevance for rank:ndcg (xgboost's exponential gain needs labels < 32).
+NDCG_LEVELS = 31
+
+
+def default_nthread() -> int:
+    """2 threads, but at most half of the CPUs available to this process (at least 1)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(2, cpus // 2))
+
+
+def relevance(costs, groups=None) -> np.ndarray:
+    """Normalized throughput per record: ``min_cost_of_its_group / cost`` in (0, 1]; failures 0."""
+    costs = np.asarray(costs, dtype=np.float64)
+    groups = np.zeros(len(costs), dtype=np.int64) if groups is None else np.asarray(groups)
+    rel = np.zeros(len(costs))
+    ok = np.isfinite(costs) & (costs > 0)
+    for g in np.unique(groups):
+        m = (groups == g) & ok
+        if m.any():
+            rel[m] = costs[m].min() / costs[m]
+    return rel
+
+
+class XGBCostModel:
+    """Gradient-boosted trees that score loop-nest features; higher score = faster.
+
+    Objective (chosen deliberately, checked against xgboost 3.2):
+
+    - ``rank:pairwise`` (default): LambdaMART with the RankNet loss on pairs of records
+      of the same query group. It only compares labels, so the label can be the
+      continuous normalized throughput ``min_cost / cost`` (failures 0) with no
+      rounding. xgboost >= 2.0 samples pairs per document; ``lambdarank_pair_method
+      ="mean"`` with ``pairs_per_sample`` random partners each keeps the cost linear in
+      the number of records (the default "topk" method only pairs the currently
+      top-ranked few with the rest and, with one big group, orders the rest poorly).
+      32 partners, against 8: held-out pairwise accuracy 0.91 -> 0.94 and top-1 score
+      0.78 -> 0.93 on a synthetic benchmark, for about 1.4x the fit time.
+    - ``rank:ndcg``: its gain ``2**label - 1`` needs integer labels (and < 32), so the
+      throughput is quantized to 0..31; coarser, and failures/slow records tie.
+    - ``reg:squarederror``: regression on the relevance, for comparison.
+
+    Ranking hessians are small (a sigmoid's slope summed over sampled pairs), so
+    ``min_child_weight`` defaults to 0 for the ranking objectives; xgboost's default
+    of 1 blocks most splits and leaves shallow, useless trees.
+
+    Speed: ``max_depth=5``, 64 histogram bins and ``num_rounds=50`` fit a thousand
+    records of loop-nest features in about 0.3 s on one (busy) core; predicting a
+    thousand takes about 2 ms. Threads: ``nthread`` defaults to 2,
+    but never more than half the CPUs this process may use (so 1 on a 2-core
+    machine): the tuner fits while builders and the runner keep cores busy, and
+    xgboost's OpenMP threads spin-wait, so an oversubscribed 2-thread fit was
+    measured 10-100x slower than a 1-thread one (a 128-record fit: 0.01 s vs up to 3 s).
+    Training is deterministic for a given seed and thread count.
+    """
+
+    def __init__(self, seed: int = 0, objective: str = "rank:pairwise", num_rounds: int = 50,
+                 max_depth: int = 5, learning_rate: float = 0.2, nthread: int | None = None,
+                 pairs_per_sample: int = 32, min_child_weight: float | None = None, max_bin: int = 64):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+        self.seed = seed
+        self.objective = objective
+        self.num_rounds = num_rounds
+        ranking = objective.startswith("rank:")
+        self.params = {
+            "objective": objective,
+            "max_depth": max_depth,
+            "eta": learning_rate,
+            "nthread": default_nthread() if nthread is None else nthread,
+            "seed": seed,
+            "tree_method": "hist",
+            "max_bin": max_bin,
+            "min_child_weight": (0.0 if ranking else 1.0) if min_child_weight is None else min_child_weight,
+            "verbosity": 0,
+        }
+        if ranking:
+            self.params.update(lambdarank_pair_method="mean", lambdarank_num_pair_per_sample=pairs_per_sample)
+        self.booster: xgb.Booster | None = None
+        self._warm_x: np.ndarray | None = None
+        self._warm_costs: np.ndarray | None = None
+        self._warm_groups: np.ndarray | None = None
+
+    @property
+    def fitted(self) -> bool:
+        return self.booster is not None
+
+    # ------------------------------------------------------------ training
+
+    def warm_start(self, features, costs, groups=None) -> None:
+        """Records of other workloads to train on too (each group is normalized alone).
+
+        They join every later ``fit`` as extra query groups, so they shape the
+        ranking without their times being compared with this task's.
+        """
+        x, c = _check_xy(features, costs)
+        g = np.zeros(len(c), dtype=np.int64) if groups is None else _dense_groups(groups)
+        self._warm_x, self._warm_costs, self._warm_groups = x, c, g
+
+    def fit(self, features, costs, groups=None) -> "XGBCostModel":
+        """Train from scratch on (features, costs) plus any warm-start records.
+
+        ``costs`` are seconds, ``inf`` (or nan) for failed trials. ``groups`` (optional,
+        one id per record) splits the records into query groups, e.g. one per task;
+        by default all records form one group. With fewer than two distinct
+        relevances there is nothing to rank and the model stays (or becomes) unfitted.
+        """
+        x, c = _check_xy(features, costs)
+        g = np.zeros(len(c), dtype=np.int64) if groups is None else _dense_groups(groups)
+        if self._warm_x is not None:
+            x = np.concatenate([x, self._warm_x])
+            c = np.concatenate([c, self._warm_costs])
+            g = np.concatenate([g, self._warm_groups + g.max(initial=-1) + 1])
+        rel = relevance(c, g)
+        if len(np.unique(rel)) < 2:
+            self.booster = None
+            return self
+        order = np.argsort(g, kind="stable")  # xgboost wants each query group contiguous
+        x, rel, g = x[order], rel[order], g[order]
+        label = np.round(rel * NDCG_LEVELS) if self.objective == "rank:ndcg" else rel
+        dtrain = xgb.DMatrix(x, label=label, nthread=self.params["nthread"])
+        if self.objective.startswith("rank:"):
+            dtrain.set_group(np.unique(g, return_counts=True)[1])
+        self.booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
+        return self
+
+    # ------------------------------------------------------------ inference
+
+    def predict(self, features) -> np.ndarray:
+        """Scores, one per row of ``features``; higher means predicted faster."""
+        if self.booster is None:
+            raise RuntimeError("XGBCostModel.predict before a successful fit (check .fitted)")
+        x = np.asarray(features, dtype=np.float32)
+        if x.ndim != 2:
+            raise ValueError(f"features must be a 2-d array (n, d), got shape {x.shape}")
+        if len(x) == 0:
+            return np.zeros(0)
+        return np.asarray(self.booster.inplace_predict(x), dtype=np.float64)
+
+
+def _check_xy(features, costs) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(features, dtype=np.float32)
+    c = np.asarray(costs, dtype=np.float64).copy()
+    if x.ndim != 2 or len(x) != len(c):
+        raise ValueError(f"features must be (n, d) with one cost per row; got {x.shape} and {c.shape}")
+    c[~np.isfinite(c) | (c <= 0)] = np.inf
+    return x, c
+
+
+def _dense_groups(groups) -> np.ndarray:
+    """Any hashable group labels -> 0..k-1 in order of first appearance."""
+    ids: dict = {}
+    return np.array([ids.setdefault(g, len(ids)) for g in groups], dtype=np.int64)
+
+
+# ---------------------------------------------------------------- metrics (TenSet's)
+
+
+def _clean_costs(costs) -> np.ndarray:
+    c = np.asarray(costs, dtype=np.float64).copy()
+    c[~np.isfinite(c) | (c <= 0)] = np.inf
+    return c
+
+
+def pairwise_accuracy(scores, costs, chunk: int = 2048) -> float:
+    """Fraction of pairs with different true costs that the scores order correctly.
+
+    Failures (inf) count as the slowest; pairs of two failures tie and are skipped.
+    A pair the scores tie counts half. nan when no pair has different costs.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    c = _clean_costs(costs)
+    if len(s) != len(c):
+        raise ValueError("scores and costs differ in length")
+    correct = total = 0.0
+    for lo in range(0, len(s), chunk):
+        ds = s[lo:lo + chunk, None] - s[None, :]       # > 0: row predicted faster
+        faster = c[lo:lo + chunk, None] < c[None, :]   # row truly faster
+        slower = c[lo:lo + chunk, None] > c[None, :]
+        total += faster.sum() + slower.sum()
+        correct += ((ds > 0) & faster).sum() + ((ds < 0) & slower).sum()
+        correct += 0.5 * ((ds == 0) & (faster | slower)).sum()
+    return float(correct / total) if total else math.nan
+
+
+def top_k_score(scores, costs, k: int) -> float:
+    """Best true throughput among the model's top-k, over the best throughput overall.
+
+    1.0 when the model's top-k contains the fastest record; 0.0 when all of them
+    failed; nan when every record failed (nothing to find).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    c = _clean_costs(costs)
+    if not np.isfinite(c).any():
+        return math.nan
+    top = np.argsort(-s, kind="stable")[:max(1, k)]
+    best_top = c[top].min()
+    return float(c.min() / best_top) if np.isfinite(best_top) else 0.0
+
+
+def evaluate_holdout(features, costs, test_fraction: float = 0.2, seed: int = 0, groups=None,
+                     **model_kw) -> dict:
+    """Fit on a random part of the records, score the rest: TenSet's quality metrics.
+
+    Returns ``pairwise_accuracy``, ``top1``, ``top5`` on the held-out records (with
+    ``groups``, the averages over groups), plus ``n_train`` and ``n_test``.
+    """
+    x, c = _check_xy(features, costs)
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(c))
+    n_test = max(1, int(round(len(c) * test_fraction)))
+    test, train = perm[:n_test], perm[n_test:]
+    g = np.zeros(len(c), dtype=np.int64) if groups is None else _dense_groups(groups)
+    model = XGBCostModel(seed=seed, **model_kw).fit(x[train], c[train], g[train])
+    scores = model.predict(x[test]) if model.fitted else np.zeros(len(test))
+    per_group = []
+    for gid in np.unique(g[test]):
+        m = g[test] == gid
+        sg, cg = scores[m], c[test][m]
+        per_group.append((pairwise_accuracy(sg, cg), top_k_score(sg, cg, 1), top_k_score(sg, cg, 5)))
+    pa, t1, t5 = (float(np.nanmean(col)) if not np.all(np.isnan(col)) else math.nan
+                  for col in np.array(per_group, dtype=np.float64).T)
+    return {"pairwise_accuracy": pa, "top1": t1, "top5": t5, "n_train": len(train), "n_test": len(test)}

@@ -1,0 +1,37 @@
+"""Tuners: who proposes the next configs to measure (contract on ``base.Tuner``).
+
+    random  RandomTuner  uniform valid configs
+    grid    GridTuner    ``space.enumerate()`` in order
+    ga      GATuner      genetic search, fitness = measured throughput
+    xgb     XGBTuner     search scored by an XGBoost cost model (needs ``feature_fn``)
+"""
+from __future__ import annotations
+
+from .base import KnobSpace, Tuner, config_key, cost_of
+from .ga_tuner import GATuner
+from .grid_tuner import GridTuner
+from .random_tuner import RandomTuner
+from .xgb_tuner import XGBTuner
+
+TUNERS = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner, "xgb": XGBTuner}
+
+
+def make_tuner(name: str, space, seed: int = 0, feature_fn=None, **kw) -> Tuner:
+    """The tuner called ``name`` ("random", "grid", "ga", "xgb") over ``space``.
+
+    ``feature_fn`` (config -> features) is required by "xgb" and ignored by the
+    others; other keywords go to the tuner's constructor.
+    """
+    cls = TUNERS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
+    if cls is XGBTuner:
+        if feature_fn is None:
+            raise ValueError("the 'xgb' tuner needs feature_fn (config -> features), "
+                             "e.g. FeatureCache().feature_fn(task)")
+        return XGBTuner(space, feature_fn, seed=seed, **kw)
+    return cls(space, seed=seed, **kw)
+
+
+__all__ = ["GATuner", "GridTuner", "KnobSpace", "RandomTuner", "TUNERS", "Tuner", "XGBTuner",
+           "config_key", "cost_of", "make_tuner"]

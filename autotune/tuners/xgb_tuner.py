@@ -1,0 +1,204 @@
+"""Model-guided search: an XGBoost cost model ranks candidates, the best get measured.
+
+    update(configs, results) -> features of the measured configs -> XGBCostModel.fit
+    next_batch(n)            -> evolutionary search scored by the model -> top (1 - eps) n
+                                unmeasured configs + eps n random ones
+
+Until ``min_train`` configs have been measured (and at least two distinct
+throughputs exist, so there is an order to learn) batches are random. Then each
+batch after a retrain runs one search:
+
+    population  the fastest measured configs (up to a quarter) + random valid configs,
+                ``population`` in all, scored in one batched ``predict``
+    generation  children of the better-scored half (uniform crossover and/or one-knob
+                mutations; invalid and already-scored children dropped), scored in one
+                ``predict``; the best ``population`` of parents and children survive;
+                ``generations`` times
+    plan        every unmeasured config the search scored, best first, ``plan_size``
+                or the batch size kept; the batch takes the top of the plan
+
+So a search scores about ``population * (generations + 1)`` candidates, each needing
+its features (a lowering plus an extraction unless the feature cache has it): that is
+the cost to watch, and what ``scored``, ``feature_s``, ``model_s`` and ``search_s``
+report (disjoint: ``search_s`` is the search's own bookkeeping, without the time in
+``feature_fn`` and the model). ``eps_random`` of each batch is random, so a wrong model cannot trap the
+search in its own blind spot.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+from schedule.config import Config, ConfigError
+
+from ..cost_model import XGBCostModel
+from .base import Tuner, config_key
+
+
+class XGBTuner(Tuner):
+    """Proposes the configs an XGBoost ranking model predicts fastest (see module docstring).
+
+    ``feature_fn(config) -> np.ndarray`` gives a config's features (the tune loop
+    passes ``FeatureCache.feature_fn(task)``). Counters for the tune loop's report,
+    in seconds and disjoint: ``model_s`` (fits and predicts), ``feature_s`` (in
+    ``feature_fn``), ``search_s`` (the rest of the search); and ``scored``
+    (candidates scored in all), ``last_scored`` (by the latest search), ``fits``.
+    """
+
+    def __init__(self, space, feature_fn: Callable[[Config], np.ndarray], seed: int = 0,
+                 plan_size: int = 64, eps_random: float = 0.05, model: XGBCostModel | None = None,
+                 population: int = 128, generations: int = 3, min_train: int | None = None,
+                 crossover_prob: float = 0.5):
+        super().__init__(space, seed)
+        if feature_fn is None:
+            raise ValueError("XGBTuner needs a feature_fn(config) -> features")
+        if not 0.0 <= eps_random <= 1.0:
+            raise ValueError(f"eps_random must be in [0, 1], got {eps_random}")
+        self.feature_fn = feature_fn
+        self.model = model if model is not None else XGBCostModel(seed=seed)
+        self.plan_size = plan_size
+        self.eps_random = eps_random
+        self.population = max(2, population)
+        self.generations = max(0, generations)
+        self.min_train = plan_size if min_train is None else min_train
+        self.crossover_prob = crossover_prob
+        self._xs: list[np.ndarray] = []
+        self._costs: list[float] = []
+        self._plan: list[Config] = []
+        self._plan_fresh = False
+        self.model_s = self.search_s = self.feature_s = 0.0
+        self.scored = self.last_scored = self.fits = 0
+
+    # ------------------------------------------------------------ learning
+
+    def warm_start(self, features, costs, groups=None) -> None:
+        """Records of other workloads for the model (see ``XGBCostModel.warm_start``).
+
+        The model is refit at once, so with ``min_train=0`` even the first batch
+        follows it.
+        """
+        self.model.warm_start(features, costs, groups)
+        self._refit(np.asarray(features).shape[1])
+
+    def _learn(self, configs: list[Config], costs: list[float]) -> None:
+        t0 = time.perf_counter()
+        self._xs.extend(np.asarray(self.feature_fn(c), dtype=np.float32) for c in configs)
+        self._costs.extend(costs)
+        self.feature_s += time.perf_counter() - t0
+        self._refit(len(self._xs[0]))
+
+    def _refit(self, dim: int) -> None:
+        """Retrain on everything measured (plus warm-start records); the plan is stale."""
+        t0 = time.perf_counter()
+        x = np.stack(self._xs) if self._xs else np.zeros((0, dim), dtype=np.float32)
+        self.model.fit(x, np.asarray(self._costs, dtype=np.float64))
+        self.model_s += time.perf_counter() - t0
+        self.fits += 1
+        self._plan_fresh = False
+
+    # ------------------------------------------------------------ proposing
+
+    def next_batch(self, n: int) -> list[Config]:
+        if n <= 0:
+            return []
+        if len(self._costs) < self.min_train or not self.model.fitted:
+            return self._random_fresh(n)
+        n_random = min(n, int(round(self.eps_random * n)))
+        n_model = n - n_random
+        self._plan = [c for c in self._plan if not self.visited(c)]
+        if not self._plan_fresh or len(self._plan) < n_model:
+            self._plan = self._search(max(self.plan_size, n_model))
+            self._plan_fresh = True
+        out = self._fresh(self._plan, n_model)
+        self._plan = self._plan[len(out):]
+        out += self._random_fresh(n - len(out))
+        return out
+
+    def _score(self, configs: list[Config]) -> np.ndarray:
+        """Model scores of ``configs``, in one batched predict."""
+        if not configs:
+            return np.zeros(0)
+        t0 = time.perf_counter()
+        x = np.stack([np.asarray(self.feature_fn(c), dtype=np.float32) for c in configs])
+        t1 = time.perf_counter()
+        scores = self.model.predict(x)
+        self.feature_s += t1 - t0
+        self.model_s += time.perf_counter() - t1
+        self.scored += len(configs)
+        self.last_scored += len(configs)
+        return scores
+
+    def _search(self, want: int) -> list[Config]:
+        """The ``want`` best-scored unvisited configs an evolutionary search over the model finds."""
+        t0 = time.perf_counter()
+        spent0 = self.feature_s + self.model_s
+        self.last_scored = 0
+        seen: dict[str, tuple[float, Config]] = {}
+
+        seeds = [c for c, _ in self.measured(finite_only=True)[:self.population // 4]]
+        pop = self._distinct(seeds, seen)
+        tries = 0
+        while len(pop) < self.population and tries < 4 * self.population:
+            tries += 1
+            try:
+                c = self.space.sample(self.rng)
+            except ConfigError:
+                break
+            pop += self._distinct([c], seen)
+        pop_scores = self._record(pop, seen)
+
+        for _ in range(self.generations):
+            order = np.argsort(-pop_scores, kind="stable")
+            parents = [pop[i] for i in order[:max(2, len(pop) // 2)]]
+            children = self._breed(parents, self.population, seen)
+            if not children:
+                break
+            child_scores = self._record(children, seen)
+            pop = pop + children
+            pop_scores = np.concatenate([pop_scores, child_scores])
+            keep = np.argsort(-pop_scores, kind="stable")[:self.population]
+            pop, pop_scores = [pop[i] for i in keep], pop_scores[keep]
+
+        ranked = sorted(((s, c) for s, c in seen.values() if not self.visited(c)),
+                        key=lambda sc: -sc[0])
+        self.search_s += time.perf_counter() - t0 - (self.feature_s + self.model_s - spent0)
+        return [c for _, c in ranked[:want]]
+
+    @staticmethod
+    def _distinct(configs: list[Config], seen: dict) -> list[Config]:
+        out = []
+        for c in configs:
+            key = config_key(c)
+            if key not in seen:
+                seen[key] = (-math.inf, c)
+                out.append(c)
+        return out
+
+    def _record(self, configs: list[Config], seen: dict) -> np.ndarray:
+        scores = self._score(configs)
+        for c, s in zip(configs, scores):
+            seen[config_key(c)] = (float(s), c)
+        return scores
+
+    def _breed(self, parents: list[Config], count: int, seen: dict) -> list[Config]:
+        """Up to ``count`` valid children not scored before in this search."""
+        out: list[Config] = []
+        for _ in range(4 * count):
+            if len(out) >= count:
+                break
+            a = parents[self.rng.randrange(len(parents))]
+            if self.rng.random() < self.crossover_prob:
+                child = self.space.crossover(a, parents[self.rng.randrange(len(parents))], self.rng)
+                if self.rng.random() < 0.5:
+                    child = self.space.mutate(child, self.rng)
+            else:
+                child = self.space.mutate(a, self.rng)
+            key = config_key(child)
+            if key in seen or self.space.check(child) is not None:
+                continue
+            seen[key] = (-math.inf, child)
+            out.append(child)
+        return out

@@ -1,0 +1,138 @@
+"""The XGBoost cost model and TenSet's ranking metrics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from autotune.cost_model import (
+    XGBCostModel, evaluate_holdout, pairwise_accuracy, relevance, top_k_score,
+)
+
+
+def _synthetic(n: int, seed: int = 0, d: int = 20):
+    """Costs a known (non-linear) function of three of ``d`` features."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 8, size=(n, d)).astype(np.float32)
+    cost = 1e-3 * (1 + (x[:, 0] - 3) ** 2 + 0.5 * x[:, 1] + np.sqrt(x[:, 2]))
+    return x, cost
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def test_pairwise_accuracy_perfect_reversed_and_ties():
+    costs = np.array([1.0, 2.0, 3.0, 4.0])
+    assert pairwise_accuracy(-costs, costs) == 1.0
+    assert pairwise_accuracy(costs, costs) == 0.0
+    assert pairwise_accuracy(np.zeros(4), costs) == 0.5  # score ties count half
+    # failures are the slowest; two failures tie and are not a pair
+    costs = np.array([1.0, math.inf, math.inf])
+    assert pairwise_accuracy([3.0, 2.0, 1.0], costs) == 1.0
+    assert pairwise_accuracy([1.0, 2.0, 3.0], costs) == 0.0
+    assert math.isnan(pairwise_accuracy([1.0, 2.0], [1.0, 1.0]))
+
+
+def test_pairwise_accuracy_chunked_equals_plain():
+    rng = np.random.default_rng(0)
+    s, c = rng.normal(size=300), rng.uniform(1, 2, size=300)
+    assert pairwise_accuracy(s, c, chunk=7) == pytest.approx(pairwise_accuracy(s, c))
+
+
+def test_top_k_score():
+    costs = np.array([4.0, 1.0, 2.0, math.inf])
+    assert top_k_score([0, 9, 5, 1], costs, 1) == 1.0        # top-1 is the fastest
+    assert top_k_score([9, 0, 5, 1], costs, 1) == 0.25       # picked 4 s, best is 1 s
+    assert top_k_score([9, 0, 5, 1], costs, 2) == 0.5        # best of top-2 is 2 s
+    assert top_k_score([0, 1, 2, 9], costs, 1) == 0.0        # picked a failure
+    assert top_k_score([9, 0, 5, 1], costs, 10) == 1.0
+    assert math.isnan(top_k_score([1, 2], [math.inf, math.inf], 1))
+
+
+def test_relevance_is_normalized_throughput_per_group():
+    rel = relevance([2.0, 4.0, math.inf, 10.0, 5.0], groups=[0, 0, 0, 1, 1])
+    assert rel == pytest.approx([1.0, 0.5, 0.0, 0.5, 1.0])
+
+
+# ---------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize("objective,min_accuracy", [
+    ("rank:pairwise", 0.9),
+    ("reg:squarederror", 0.9),
+    ("rank:ndcg", 0.5),  # ndcg cares about the top only: integer labels tie the slow majority
+])
+def test_model_learns_a_known_ranking(objective, min_accuracy):
+    x, cost = _synthetic(600, seed=1)
+    xt, ct = _synthetic(300, seed=2)
+    model = XGBCostModel(seed=0, objective=objective, nthread=1).fit(x, cost)
+    assert model.fitted
+    scores = model.predict(xt)
+    assert pairwise_accuracy(scores, ct) > min_accuracy
+    assert top_k_score(scores, ct, 10) > 0.9
+
+
+def test_holdout_accuracy_above_0_9_with_failures():
+    x, cost = _synthetic(800, seed=3)
+    cost[x[:, 4] > 7] = math.inf  # failures the features can explain (an 8th of them)
+    out = evaluate_holdout(x, cost, test_fraction=0.25, seed=0, nthread=1)
+    assert out["n_test"] == 200 and out["n_train"] == 600
+    assert out["pairwise_accuracy"] > 0.9, out
+    assert out["top1"] > 0.5 and out["top5"] > 0.8 and out["top5"] >= out["top1"]
+
+
+def test_failures_rank_last():
+    x, cost = _synthetic(400, seed=4)
+    bad = x[:, 3] > 6  # a feature that marks failures
+    cost[bad] = math.inf
+    model = XGBCostModel(seed=0, nthread=1).fit(x, cost)
+    xt, ct = _synthetic(200, seed=5)
+    ct[xt[:, 3] > 6] = math.inf
+    scores = model.predict(xt)
+    assert scores[np.isinf(ct)].mean() < scores[np.isfinite(ct)].mean()
+
+
+def test_deterministic_and_fast_enough():
+    import time
+
+    x, cost = _synthetic(1000, seed=6, d=280)
+    t0 = time.perf_counter()
+    a = XGBCostModel(seed=0, nthread=1).fit(x, cost).predict(x[:50])
+    fit_s = time.perf_counter() - t0
+    b = XGBCostModel(seed=0, nthread=1).fit(x, cost).predict(x[:50])
+    assert np.array_equal(a, b)
+    assert fit_s < 5.0  # about 0.1-0.3 s on an idle core; generous for loaded CI
+
+
+def test_unfitted_until_there_is_an_order_to_learn():
+    x, _ = _synthetic(10)
+    model = XGBCostModel()
+    assert not model.fitted
+    with pytest.raises(RuntimeError, match="before a successful fit"):
+        model.predict(x)
+    model.fit(x, np.full(10, math.inf))  # all failed: nothing to rank
+    assert not model.fitted
+    model.fit(x[:2], [1.0, 2.0])
+    assert model.fitted and model.predict(x).shape == (10,)
+
+
+def test_groups_and_warm_start():
+    x1, c1 = _synthetic(300, seed=7)
+    x2, c2 = _synthetic(300, seed=8)
+    c2 = c2 * 1000  # another workload: a thousand times slower, same order
+    model = XGBCostModel(seed=0, nthread=1)
+    model.warm_start(x2, c2)
+    model.fit(x1[:20], c1[:20])  # few own records; the warm-start ones carry the model
+    xt, ct = _synthetic(200, seed=9)
+    assert pairwise_accuracy(model.predict(xt), ct) > 0.8
+    grouped = XGBCostModel(seed=0, nthread=1).fit(np.vstack([x1, x2]), np.concatenate([c1, c2]),
+                                                  groups=["a"] * 300 + ["b"] * 300)
+    assert pairwise_accuracy(grouped.predict(xt), ct) > 0.9
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="unknown objective"):
+        XGBCostModel(objective="rank:map")
+    with pytest.raises(ValueError, match="one cost per row"):
+        XGBCostModel().fit(np.zeros((3, 2)), [1.0, 2.0])
