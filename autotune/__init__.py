@@ -1,0 +1,40 @@
+"""Autotuning: tasks, measurement, cost model, tuners, and the ``autotune`` command line.
+
+    import autotune, tuning_db
+    task = autotune.Task("matmul", dict(M=1024, N=1024, K=1024), target="cpu")
+    result = autotune.tune(task, trials=1000, tuner="xgb", db=tuning_db.Database())
+    result.best_config, result.best_gflops, result.best_so_far(), result.timings
+    with tuning_db.apply_best(db):
+        f = autotune.build(task)          # the best stored schedule, else a default one
+
+Public names are loaded on first use: ``import autotune`` stays cheap (the measuring
+process imports this package, and the cost model pulls in XGBoost, which takes
+seconds to import). The tuning loop lives in ``autotune.tuning`` and the
+apply-best dispatch in ``autotune.dispatch``.
+"""
+from __future__ import annotations
+
+import importlib
+
+#: public name -> the submodule defining it
+_EXPORTS = {
+    "Task": "task", "TaskError": "task",
+    "tune": "tuning", "TuneResult": "tuning", "Trial": "tuning", "Progress": "tuning",
+    "build": "dispatch", "default_config": "dispatch",
+    "MeasureInput": "measure", "MeasureResult": "measure", "STATUSES": "measure",
+    "make_tuner": "tuners",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -17,13 +17,19 @@ import math
 import os
 
 import numpy as np
-import xgboost as xgb
 
-if tuple(int(p) for p in xgb.__version__.split(".")[:2] if p.isdigit()) < (2, 0):
-    raise ImportError(
-        f"autotune.cost_model needs xgboost >= 2.0 (its learning-to-rank objectives were rewritten "
-        f"in 2.0 and the parameters used here do not exist before); found {xgb.__version__}"
-    )
+
+def _xgboost():
+    """Import XGBoost on first use (it takes seconds; the measuring process never needs it)."""
+    import xgboost as xgb
+
+    if tuple(int(p) for p in xgb.__version__.split(".")[:2] if p.isdigit()) < (2, 0):
+        raise ImportError(
+            f"autotune.cost_model needs xgboost >= 2.0 (its learning-to-rank objectives were rewritten "
+            f"in 2.0 and the parameters used here do not exist before); found {xgb.__version__}"
+        )
+    return xgb
+
 
 #: Objectives the model accepts: two ranking objectives and plain regression.
 OBJECTIVES = ("rank:pairwise", "rank:ndcg", "reg:squarederror")
@@ -107,7 +113,7 @@ class XGBCostModel:
         }
         if ranking:
             self.params.update(lambdarank_pair_method="mean", lambdarank_num_pair_per_sample=pairs_per_sample)
-        self.booster: xgb.Booster | None = None
+        self.booster = None  # an xgboost.Booster once fitted
         self._warm_x: np.ndarray | None = None
         self._warm_costs: np.ndarray | None = None
         self._warm_groups: np.ndarray | None = None
@@ -149,6 +155,7 @@ class XGBCostModel:
         order = np.argsort(g, kind="stable")  # xgboost wants each query group contiguous
         x, rel, g = x[order], rel[order], g[order]
         label = np.round(rel * NDCG_LEVELS) if self.objective == "rank:ndcg" else rel
+        xgb = _xgboost()
         dtrain = xgb.DMatrix(x, label=label, nthread=self.params["nthread"])
         if self.objective.startswith("rank:"):
             dtrain.set_group(np.unique(g, return_counts=True)[1])

@@ -163,6 +163,9 @@ def main(argv: list[str]) -> None:
     from multiprocessing.connection import Connection
 
     _pin_openmp_runtime()
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle; it stops us
     inbox = Connection(int(argv[0]), writable=False)
     outbox = Connection(int(argv[1]), readable=False)
     os.dup2(2, 1)  # stray prints from kernels or libraries must not reach the tuner

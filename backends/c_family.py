@@ -59,12 +59,19 @@ class Dialect:
     restrict: str = "__restrict__"
     function_prefix: str = ""
     float16_math_via_float: bool = True
+    #: How the small helper functions (floor division, min, max) are declared.
+    helper_prefix: str = "static inline"
+    #: When set, the name of a function ``int32_t f(int32_t index, int32_t extent, const char*
+    #: buffer, int32_t dim)`` the translation unit defines; every index of every access goes
+    #: through it (the GPU emulator's bounds-checked accesses).
+    index_check: str | None = None
 
     def loop_pragmas(self, loop: For) -> list[str]:
         return []
 
-    def loop_header(self, loop: For, var: str, extent: str) -> str | None:
-        """A replacement for the ``for`` line (e.g. a thread index), or None."""
+    def loop_header(self, loop: For, var: str, extent: str) -> tuple[str, str | None] | None:
+        """For a loop that is not a ``for`` (a thread index): the line declaring ``var`` and
+        a guard on the body (None when every index is in range), or None for a plain loop."""
         return None
 
     def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
@@ -166,12 +173,12 @@ class CSourcePrinter:
                 f"{t} q = a / b; {t} r = a % b; if (r != 0 && ((r < 0) != (b < 0))) {{ q -= 1; r += b; }} "
                 f"return {'q' if e.op == 'floordiv' else 'r'};"
             )
-            self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ {body} }}")
+            self.helper(name, f"{self.dialect.helper_prefix} {t} {name}({t} a, {t} b) {{ {body} }}")
             return f"{name}({a}, {b})"
         if e.op in ("min", "max"):
             name = f"at_{e.op}_{e.dtype}"
             cmp = "<" if e.op == "min" else ">"
-            self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+            self.helper(name, f"{self.dialect.helper_prefix} {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
             return f"{name}({a}, {b})"
         if e.op == "pow":
             return self._math_call("pow", [a, b], e.dtype)
@@ -214,12 +221,27 @@ class CSourcePrinter:
     def flat_index(self, buf: Buffer, indices) -> str:
         from schedule.simplify import simplify
 
+        if self.dialect.index_check is not None:
+            return self._checked_flat_index(buf, indices)
         flat: Expr = Const(0)
         stride = 1
         for idx, extent in reversed(list(zip(indices, buf.shape))):
             flat = flat + idx * stride
             stride *= extent
         return self.expr(simplify(flat, self.bounds))
+
+    def _checked_flat_index(self, buf: Buffer, indices) -> str:
+        """The flat index with every dimension's index checked against its extent."""
+        from schedule.simplify import simplify
+
+        terms = []
+        stride = 1
+        for dim in range(len(indices) - 1, -1, -1):
+            idx = self.expr(simplify(indices[dim], self.bounds))
+            check = f'{self.dialect.index_check}({idx}, {buf.shape[dim]}, "{self.buffer_name(buf)}", {dim})'
+            terms.append(check if stride == 1 else f"{check} * {stride}")
+            stride *= buf.shape[dim]
+        return " + ".join(reversed(terms)) or "0"
 
     def _BufferLoad(self, e: BufferLoad) -> str:
         return f"{self.buffer_name(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]"
@@ -272,9 +294,17 @@ class CSourcePrinter:
             self.bounds.pop(loop.var, None)
         header = self.dialect.loop_header(loop, var, extent)
         if header is not None:
+            declaration, guard = header
             self.emit("{")
-            self.emit(f"  {header}")
-            self._indented(loop.body)
+            self.emit(f"  {declaration}")
+            if guard is None:
+                self._indented(loop.body)
+            else:
+                self.emit(f"  if ({guard}) {{")
+                self.depth += 1
+                self._indented(loop.body)
+                self.depth -= 1
+                self.emit("  }")
             self.emit("}")
         else:
             for pragma in self.dialect.loop_pragmas(loop):

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from te import dtypes
+from te.expr import Binary
 from schedule import ir
 from schedule.ir import For, LoweredFunc
 
@@ -53,6 +54,8 @@ class CPUDialect(Dialect):
             return ["#pragma omp simd"]
         if loop.kind == ir.UNROLLED:
             n = ir.const_int(loop.extent)
+            if n is None and isinstance(loop.extent, Binary) and loop.extent.op == "min":
+                n = ir.const_int(loop.extent.a) or ir.const_int(loop.extent.b)  # a tail loop: min(factor, rest)
             return [f"#pragma GCC unroll {min(n, 65534)}"] if n else []
         if loop.kind == ir.THREAD_BINDING:
             raise BuildError(
@@ -81,6 +84,21 @@ def cache_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=None)
+def cpu_model() -> str:
+    """The CPU's model name (kernels built with -march=native run only on such CPUs)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=None)
 def compiler_version() -> str:
     try:
         out = subprocess.run([CC, "--version"], capture_output=True, text=True, check=True).stdout
@@ -91,7 +109,8 @@ def compiler_version() -> str:
 
 def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float | None = 60.0) -> Path:
     """Compile ``source`` to a shared object (or reuse the cached one) and return its path."""
-    key = hashlib.sha256("\0".join((compiler_version(), *flags, source)).encode()).hexdigest()[:32]
+    # -march=native makes the binary CPU-specific: the CPU model is part of the key.
+    key = hashlib.sha256("\0".join((compiler_version(), cpu_model(), *flags, source)).encode()).hexdigest()[:32]
     target = cache_dir() / f"k_{key}.so"
     if target.exists():
         return target
@@ -122,6 +141,7 @@ class CPUModule:
         self.func = func
         self.source = source
         self.path = path
+        self._written = {s.buffer for s in ir.walk(func.body) if isinstance(s, ir.BufferStore)}
         lib = ctypes.CDLL(str(path))
         self._fn = getattr(lib, func.name)
         self._fn.argtypes = [ctypes.c_void_p] * len(func.params)
@@ -137,7 +157,7 @@ class CPUModule:
         if len(arrays) != len(params):
             names = ", ".join(b.name for b in params)
             raise ValueError(f"kernel {self.func.name!r} takes {len(params)} arrays ({names}), got {len(arrays)}")
-        seen: dict[int, str] = {}
+        seen: list[tuple[int, int, str]] = []  # (first byte, end byte, argument) of each array
         for n, (arr, buf) in enumerate(zip(arrays, params)):
             where = f"argument {n} ({buf.name})"
             if not isinstance(arr, np.ndarray):
@@ -148,10 +168,14 @@ class CPUModule:
                 raise ValueError(f"{where}: expected dtype {buf.dtype}, got {arr.dtype}")
             if not arr.flags.c_contiguous:
                 raise ValueError(f"{where}: array must be C-contiguous (use numpy.ascontiguousarray)")
-            ptr = arr.ctypes.data
-            if ptr in seen:
-                raise ValueError(f"{where}: same memory as {seen[ptr]}; pass distinct arrays")
-            seen[ptr] = where
+            if buf in self._written and not arr.flags.writeable:
+                raise ValueError(f"{where}: the kernel writes this array, but it is read-only")
+            start = arr.ctypes.data
+            end = start + arr.nbytes
+            for other_start, other_end, other in seen:  # overlapping memory breaks `restrict`
+                if start < other_end and other_start < end:
+                    raise ValueError(f"{where}: same memory as {other}; pass distinct arrays")
+            seen.append((start, end, where))
 
     def __call__(self, *arrays: np.ndarray) -> None:
         self.check_args(arrays)

@@ -1,0 +1,240 @@
+"""Anchors: the speed a well-known library reaches on the same workload, in the same run.
+
+    gflops = anchor.numpy_gflops(task)      # None when the op has no fair NumPy equivalent
+    anchor.describe_blas()                  # "openblas 0.3.27 kernel=Haswell threads=16"
+
+A tuned kernel's GFLOP/s means little alone; next to NumPy's (OpenBLAS or MKL behind
+``np.matmul``) it says how far from a vendor library the search got. Only ops with an
+equivalent a NumPy user would really write are anchored:
+
+    matmul, batch_matmul   np.matmul (transposes as strided views, which BLAS takes as-is)
+    dense                  np.matmul(X, W.T) then the bias add and relu in place
+    conv2d                 im2col (strided views, one copy) + one np.matmul per image batch
+
+Others (softmax, pooling, depthwise, element-wise) return None: NumPy runs them
+single-threaded through temporaries, so a ratio against them would flatter us, and the
+te reference evaluator is a checker, not a competitor. Only float32/float64 are
+anchored: NumPy has no BLAS path for other dtypes.
+
+``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` pin OpenBLAS to a slower kernel on some
+machines, so a process that measures an anchor calls ``reexec_without_blas_overrides()``
+first (before doing any work), which restarts it once without them; ``describe_blas()``
+puts the kernel that actually ran on record. On a CUDA target the anchor is cuBLAS
+through CuPy (``cupy_gflops``), timed with CUDA events.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: Set in the environment of the restarted process so that a failed clean-up cannot loop.
+_REEXEC_MARK = "AUTOTUNE_ANCHOR_REEXEC"
+ANCHORED_DTYPES = ("float32", "float64")
+#: How long one anchor measurement runs (seconds of timed repeats, after warm-up).
+DEFAULT_MIN_TIME = 0.3
+
+
+# ---------------------------------------------------------------- a clean BLAS
+
+
+def blas_overrides_set() -> list[str]:
+    return [name for name in BLAS_OVERRIDES if name in os.environ]
+
+
+def reexec_without_blas_overrides() -> None:
+    """Restart this process with the same command line, minus the OpenBLAS overrides (once).
+
+    ``sys.orig_argv`` keeps the interpreter's own options (``-m autotune.cli``), so a
+    console script and ``python -m`` restart alike. Call before any side effect.
+    """
+    if not blas_overrides_set() or os.environ.get(_REEXEC_MARK):
+        return
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_OVERRIDES}
+    env[_REEXEC_MARK] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def describe_blas() -> str:
+    """Which BLAS library, kernel (core type) and thread count NumPy uses (threadpoolctl).
+
+    Other packages (SciPy, via the cost model's scikit-learn) may load a BLAS of their
+    own; NumPy's is the one whose file lies in NumPy's package directory.
+    """
+    from threadpoolctl import threadpool_info
+
+    blas = [info for info in threadpool_info() if info.get("user_api") == "blas"]
+    if not blas:
+        return "no BLAS found by threadpoolctl"
+    ours = [info for info in blas if _in_numpy_package(info.get("filepath", ""))]
+    info = (ours or blas)[0]
+    return (f"{info.get('internal_api')} {info.get('version')} "
+            f"kernel={info.get('architecture')} threads={info.get('num_threads')}")
+
+
+def _in_numpy_package(path: str) -> bool:
+    """``.../site-packages/numpy.libs/libopenblas...so`` (Linux wheels) or a file inside numpy/ (macOS wheels)."""
+    folder = os.path.basename(os.path.dirname(path))
+    return folder == "numpy.libs" or path.startswith(os.path.dirname(np.__file__) + os.sep)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def median_seconds(fn: Callable[[], object], min_time: float = DEFAULT_MIN_TIME, min_repeats: int = 5,
+                   warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` over repeats lasting at least ``min_time`` in total."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_repeats or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------- NumPy equivalents
+
+
+def _matmul(p: dict, a: np.ndarray, b: np.ndarray) -> Callable[[], object]:
+    a = np.swapaxes(a, -1, -2) if p.get("transpose_a") else a
+    b = np.swapaxes(b, -1, -2) if p.get("transpose_b") else b
+    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=a.dtype)
+    return lambda: np.matmul(a, b, out=out)
+
+
+def _dense(p: dict, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> Callable[[], object]:
+    out = np.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
+    wt = w.T
+
+    def run():
+        np.matmul(x, wt, out=out)
+        if bias is not None:
+            np.add(out, bias, out=out)
+        if p.get("relu"):
+            np.maximum(out, 0, out=out)
+        return out
+
+    return run
+
+
+def _pair(value) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def im2col_conv2d(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dilation=1,
+                  layout: str = "NCHW") -> np.ndarray:
+    """2-d convolution (cross-correlation) as im2col + matmul, with the te.ops layouts."""
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    if layout == "NCHW":
+        data = np.transpose(data, (0, 2, 3, 1))        # work in NHWC: columns are contiguous
+        K, C, R, S = kernel.shape
+        weights = np.transpose(kernel, (2, 3, 1, 0)).reshape(R * S * C, K)
+    else:
+        R, S, C, K = kernel.shape
+        weights = kernel.reshape(R * S * C, K)
+    N, H, W, _ = data.shape
+    padded = np.pad(data, ((0, 0), (ph, ph), (pw, pw), (0, 0))) if ph or pw else data
+    OH = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
+    OW = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    windows = [padded[:, r * dh: r * dh + sh * (OH - 1) + 1: sh, s * dw: s * dw + sw * (OW - 1) + 1: sw, :]
+               for r in range(R) for s in range(S)]
+    cols = np.stack(windows, axis=3).reshape(N * OH * OW, R * S * C)
+    out = (cols @ weights).reshape(N, OH, OW, K)
+    return np.ascontiguousarray(np.transpose(out, (0, 3, 1, 2))) if layout == "NCHW" else out
+
+
+def _conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], object]:
+    return lambda: im2col_conv2d(data, kernel, p["stride"], p["padding"], p["dilation"], p["layout"])
+
+
+_NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d}
+
+
+def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
+    """(a no-argument callable running NumPy's version of ``task`` on fresh inputs, why not).
+
+    The callable is None, with the reason, when the op or its dtype has no fair equivalent.
+    """
+    p = task.params
+    make = _NUMPY_EQUIVALENTS.get(task.workload_name)
+    if make is None:
+        return None, f"no anchor: NumPy has no fair equivalent of {task.workload_name}"
+    if p.get("dtype") not in ANCHORED_DTYPES or p.get("out_dtype") not in (None, p.get("dtype")):
+        return None, f"no anchor: NumPy has no BLAS path for {p.get('dtype')} (only {', '.join(ANCHORED_DTYPES)})"
+    inputs = task.workload.random_inputs(seed=0)
+    return make(p, *inputs), ""
+
+
+def has_numpy_anchor(task) -> bool:
+    """Whether ``numpy_gflops`` would measure something (decided without building inputs)."""
+    p = task.params
+    return (task.workload_name in _NUMPY_EQUIVALENTS and p.get("dtype") in ANCHORED_DTYPES
+            and p.get("out_dtype") in (None, p.get("dtype")))
+
+
+def numpy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -> float | None:
+    """NumPy's GFLOP/s on ``task``'s workload, measured here; None (and "no anchor" printed
+    unless ``quiet``) for ops without a fair NumPy equivalent. FLOPs are the task's own."""
+    fn, why = numpy_equivalent(task)
+    if fn is None:
+        if not quiet:
+            print(why)
+        return None
+    return task.flops / median_seconds(fn, min_time=min_time) / 1e9
+
+
+# ---------------------------------------------------------------- cuBLAS (CUDA targets)
+
+
+def cupy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -> float | None:
+    """cuBLAS's GFLOP/s (``cupy.matmul``) on a matmul-family task, timed with CUDA events;
+    None when CuPy or a GPU is missing or the op has no cuBLAS equivalent."""
+    if task.workload_name not in ("matmul", "batch_matmul", "dense") or not has_numpy_anchor(task):
+        if not quiet:
+            print(f"no anchor: no cuBLAS equivalent of {task.workload_name} here")
+        return None
+    try:
+        import cupy
+    except ImportError:
+        if not quiet:
+            print("no anchor: CuPy is not installed")
+        return None
+    p = task.params
+    inputs = [cupy.asarray(a) for a in task.workload.random_inputs(seed=0)]
+    a, b = inputs[0], inputs[1]
+    if task.workload_name == "dense":
+        b, bias = b.T, (inputs[2] if p.get("bias") else None)
+    else:
+        a = cupy.swapaxes(a, -1, -2) if p.get("transpose_a") else a
+        b = cupy.swapaxes(b, -1, -2) if p.get("transpose_b") else b
+        bias = None
+
+    def fn():
+        out = cupy.matmul(a, b)
+        if bias is not None:
+            out += bias
+        if p.get("relu"):
+            cupy.maximum(out, 0, out=out)
+
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(3):
+        fn()
+    times: list[float] = []
+    t_begin = time.perf_counter()
+    while len(times) < 10 or time.perf_counter() - t_begin < min_time:
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    return task.flops / statistics.median(times) / 1e9

@@ -1,0 +1,73 @@
+"""The ``autotune`` command line: one command per library op, and ``autotune log`` for the database.
+
+    autotune matmul -M 1024 -N 1024 -K 1024 --trials 1000
+    autotune log top matmul -k 5
+
+Modules, one noun each: ``tune_cmd`` (the op commands, generated from the workload
+signatures), ``log_cmd`` (database inspection), ``options`` (shared options and types),
+``report`` (progress bar and summary). Every command is a thin layer over the library
+(``autotune.tune``, ``tuning_db.Database``); the library's own errors (``TaskError``,
+``DatabaseError``, ``ValueError``) become a one-line ``Error: ...`` and exit status 1,
+bad options a usage error with status 2. ``AUTOTUNE_DEBUG=1`` shows their tracebacks.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .log_cmd import log_group
+from .tune_cmd import op_commands
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether the library raised ``exc`` for something the user asked for (shown as one line):
+    a ``tuning_db.DatabaseError``, or a ``ValueError`` (``TaskError``, te's errors, bad configs).
+
+    tuning_db is looked up, not imported: usage errors and --help stay fast without it, and
+    if it was never imported it raised nothing.
+    """
+    tuning_db = sys.modules.get("tuning_db")
+    return isinstance(exc, ValueError) or (tuning_db is not None and isinstance(exc, tuning_db.DatabaseError))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = text.splitlines()
+    return lines[0] + (" ..." if len(lines) > 1 else "")
+
+
+class AutotuneGroup(click.Group):
+    """A group that turns library errors into click errors (no traceback)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            if not is_user_error(exc) or os.environ.get("AUTOTUNE_DEBUG"):
+                raise
+            raise click.ClickException(_one_line(exc)) from None
+
+
+@click.group(cls=AutotuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="autotune-te", prog_name="autotune")
+def cli():
+    """Tune tensor-expression operators and inspect the tuning database.
+
+    \b
+    Examples:
+        autotune matmul --trials 1000
+        autotune conv2d --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1
+        autotune log workloads
+    """
+
+
+for _command in op_commands():
+    cli.add_command(_command)
+cli.add_command(log_group)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``autotune`` console script."""
+    cli.main(args=argv, prog_name="autotune")

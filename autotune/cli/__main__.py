@@ -1,0 +1,4 @@
+"""``python -m autotune.cli ...`` runs the ``autotune`` command line."""
+from . import main
+
+main()

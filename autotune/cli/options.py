@@ -1,0 +1,147 @@
+"""Shared options and parameter types of the command line.
+
+Options used by more than one command are decorators here (``db_option``,
+``tuning_options``), so each command lists its own options and no parameter list is
+copied. Values the library checks itself (workload parameters) are passed through and its
+one-line errors shown; values only the command line knows about (``--trials``,
+``--target``) are checked here with click's types, so a bad one is a usage error.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Callable
+
+import click
+
+# ---------------------------------------------------------------- parameter types
+
+
+class IntList(click.ParamType):
+    """A comma-separated list of ints: ``128,1024`` -> [128, 1024]."""
+
+    name = "INT,INT,..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        try:
+            items = [int(v) for v in str(value).replace(" ", "").split(",")]
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of ints", param, ctx)
+        return items
+
+
+class IntOrPair(click.ParamType):
+    """An int, or two comma-separated ints for (height, width): ``2`` or ``2,1``."""
+
+    name = "INT|H,W"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, list)):
+            return value
+        items = IntList().convert(value, param, ctx)
+        if len(items) == 1:
+            return items[0]
+        if len(items) != 2:
+            self.fail(f"{value!r} must be one int or two comma-separated ints (H,W)", param, ctx)
+        return items
+
+
+POSITIVE_INT = click.IntRange(min=1)
+POSITIVE_FLOAT = click.FloatRange(min=0.0, min_open=True)
+
+# ---------------------------------------------------------------- the database
+
+
+def db_option(fn: Callable) -> Callable:
+    """``--db URL-or-path``; the library resolves the default ($AUTOTUNE_DB, then the cache dir)."""
+    return click.option(
+        "--db", "db_url", metavar="URL|PATH", default=None,
+        help="Tuning database: a SQLAlchemy URL or a SQLite file path. "
+             "Default: $AUTOTUNE_DB, else $XDG_CACHE_HOME/autotune/tuning.db (~/.cache/autotune/tuning.db).",
+    )(fn)
+
+
+def open_db(db_url: str | None):
+    """Open the ``tuning_db.Database`` (a ``DatabaseError`` becomes a one-line ``Error:`` in ``main``)."""
+    import tuning_db  # here, not at the top: SQLAlchemy takes a while to import
+
+    return tuning_db.Database(db_url)
+
+
+def resolve_workload(db, text: str) -> str:
+    """The workload key ``text`` names: the exact key, else the only workload of op ``text``,
+    else the only key starting with ``text``; a click error saying why otherwise."""
+    keys = [w.key for w in db.list_workloads()]
+    if text in keys:
+        return text
+    by_name = [k for k in keys if k.split("{", 1)[0] == text]
+    matches = by_name or [k for k in keys if k.startswith(text)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise click.ClickException(f"no workload {text!r} in {db.location} (see `autotune log workloads`)")
+    shown = ", ".join(matches[:5]) + (f", ... ({len(matches)} in all)" if len(matches) > 5 else "")
+    raise click.ClickException(f"{text!r} matches several workloads: {shown}; give more of the key")
+
+
+# ---------------------------------------------------------------- targets
+
+
+def gpu_available() -> bool:
+    """Whether CuPy is installed and finds at least one CUDA device."""
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # CuPy raises its own errors for a missing driver or library
+        return False
+
+
+def cuda_backend_available() -> bool:
+    return importlib.util.find_spec("backends.cuda") is not None
+
+
+def choose_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``auto``: cuda when a GPU is found and this build has the CUDA backend, else cpu."""
+    if value == "auto":
+        return "cuda" if cuda_backend_available() and gpu_available() else "cpu"
+    if value == "cuda" and not gpu_available():
+        raise click.BadParameter("no CUDA GPU found (needs CuPy and an NVIDIA driver: pip install -e '.[cuda]')",
+                                 ctx, param)
+    return value
+
+
+# ---------------------------------------------------------------- tuning options
+
+TUNERS = ("xgb", "ga", "random", "grid")
+
+
+def tuning_options(fn: Callable) -> Callable:
+    """The options every op command shares: how long and how to tune, where to store it."""
+    decorators = [
+        click.option("--trials", type=POSITIVE_INT, default=1000, show_default=True,
+                     help="Measurements to make (with --resume: in total, stored ones included)."),
+        click.option("--target", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+                     callback=choose_target, help="Device to tune for; auto picks cuda when a GPU is found."),
+        click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True,
+                     help="Search: XGBoost cost model, genetic, random or grid."),
+        db_option,
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search and the inputs."),
+        click.option("--timeout", type=POSITIVE_FLOAT, default=10.0, show_default=True,
+                     help="Seconds one candidate may run before it counts as a timeout."),
+        click.option("--resume", is_flag=True,
+                     help="Continue from the records stored for this workload and target."),
+        click.option("--early-stopping", type=POSITIVE_INT, default=None, metavar="N",
+                     help="Stop after N trials without improvement."),
+        click.option("--batch-size", type=POSITIVE_INT, default=64, show_default=True,
+                     help="Candidates proposed, built and measured per step."),
+        click.option("--anchor/--no-anchor", default=True, show_default=True,
+                     help="Measure NumPy (cuBLAS on cuda) on the same workload for comparison."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress bar on stderr [default: when stderr is a terminal]."),
+    ]
+    return functools.reduce(lambda f, d: d(f), reversed(decorators), fn)

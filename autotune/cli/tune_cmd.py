@@ -1,0 +1,186 @@
+"""``autotune <op>``: tune one library op, one command per registered workload.
+
+    autotune matmul -M 1024 -N 1024 -K 1024 --trials 1000
+    autotune conv2d --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1
+
+The commands are generated from the workload functions' signatures (``te.ops``): each
+parameter becomes an option (single-letter extents as ``-M``/``--M``, bools as
+``--bias/--no-bias``, the rest in kebab case), its default the library's. Only what a
+signature cannot say is written down here: the types of a few parameter names
+(``PARAM_TYPES``) and, for parameters the library requires, a typical size to tune when
+none is given (``TYPICAL_SIZES``), so ``autotune matmul --trials 1000`` just works.
+"""
+from __future__ import annotations
+
+import inspect
+import signal
+from contextlib import contextmanager
+
+import click
+
+import te
+from te.ops.elementwise import ELEMENTWISE_OPS
+
+from .. import anchor as anchors
+from ..task import Task
+from . import options as opt
+from .report import ProgressBar, print_summary
+
+ALL_DTYPES = te.dtypes.FLOAT_DTYPES + te.dtypes.INT_DTYPES + ("bool",)
+_PAIR_HELP = "an int or H,W"
+
+#: name -> (click type, help) for parameters whose type the signature cannot tell.
+PARAM_TYPES = {
+    "shape": (opt.IntList(), "Tensor shape, comma-separated."),
+    "axis": (int, "Axis to reduce over (negative counts from the end)."),
+    "stride": (opt.IntOrPair(), f"Window stride: {_PAIR_HELP}."),
+    "padding": (opt.IntOrPair(), f"Zero padding on each side: {_PAIR_HELP}."),
+    "dilation": (opt.IntOrPair(), f"Kernel dilation: {_PAIR_HELP}."),
+    "kernel": (opt.IntOrPair(), f"Pooling window: {_PAIR_HELP}."),
+    "dtype": (click.Choice(ALL_DTYPES), "Element type of the inputs."),
+    "out_dtype": (click.Choice(ALL_DTYPES), "Accumulation/output type (default: from dtype)."),
+    "layout": (click.Choice(["NCHW", "NHWC"]), "Data layout."),
+    "pool_type": (click.Choice(["max", "avg"]), "Pooling kind."),
+    "op": (click.Choice(list(ELEMENTWISE_OPS)), "Element-wise operator."),
+}
+
+#: Help of the boolean parameters (their type comes from the default).
+FLAG_HELP = {
+    "bias": "Add a bias vector to the product.",
+    "relu": "Apply relu to the result.",
+    "transpose_a": "A is stored transposed.",
+    "transpose_b": "B is stored transposed.",
+}
+
+#: Sizes tuned when a required parameter is not given (typical, not special).
+TYPICAL_SIZES = {
+    "matmul": dict(M=1024, N=1024, K=1024),
+    "batch_matmul": dict(B=16, M=256, N=256, K=256),
+    "dense": dict(M=1024, N=1024, K=1024),
+    "conv2d": dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3),
+    "depthwise_conv2d": dict(N=1, C=256, H=56, W=56, R=3, S=3),
+    "softmax": dict(shape=[128, 1024]),
+    "pool2d": dict(N=1, C=64, H=112, W=112, kernel=2),
+    "elementwise": dict(op="add", shape=[1024, 1024]),
+    "elementwise_chain": dict(shape=[1024, 1024]),
+}
+
+#: One example per command, shown in its --help (the README shows the same ones).
+EXAMPLES = {
+    "matmul": "autotune matmul -M 1024 -N 1024 -K 1024 --dtype float32 --trials 1000",
+    "batch_matmul": "autotune batch_matmul -B 16 -M 256 -N 256 -K 256 --trials 500",
+    "dense": "autotune dense -M 256 -N 1024 -K 1024 --bias --relu --trials 500",
+    "conv2d": "autotune conv2d --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1 --trials 500",
+    "depthwise_conv2d": "autotune depthwise_conv2d --N 1 --C 256 --H 56 --W 56 --R 3 --S 3 --stride 2 --trials 300",
+    "softmax": "autotune softmax --shape 128,1024 --axis -1 --trials 200",
+    "pool2d": "autotune pool2d --N 1 --C 64 --H 112 --W 112 --kernel 3 --stride 2 --padding 1 --pool-type max",
+    "elementwise": "autotune elementwise --op sigmoid --shape 1024,1024 --trials 100",
+    "elementwise_chain": "autotune elementwise_chain --shape 4096,1024 --trials 100",
+}
+
+
+def workload_param_options(op: str) -> list[click.Option]:
+    """One click option per parameter of workload ``op``'s function."""
+    fn = te.workload.get_workload_function(op)
+    typical = TYPICAL_SIZES.get(op, {})
+    result = []
+    for p in inspect.signature(fn).parameters.values():
+        default = typical.get(p.name) if p.default is inspect.Parameter.empty else p.default
+        result.append(_param_option(op, p.name, default, required=default is None and p.default is inspect.Parameter.empty))
+    return result
+
+
+def _param_option(op: str, name: str, default, required: bool) -> click.Option:
+    kebab = name.replace("_", "-")
+    if isinstance(default, bool):
+        return click.Option([f"--{kebab}/--no-{kebab}", name], default=default, show_default=True,
+                            help=FLAG_HELP.get(name, f"{name} of the {op} workload."))
+    decls = [f"-{name}", f"--{name}", name] if len(name) == 1 else [f"--{kebab}", name]
+    kind, help_text = PARAM_TYPES.get(name, (opt.POSITIVE_INT, f"Extent {name} of the {op} workload."))
+    if isinstance(default, list):
+        default = ",".join(map(str, default))
+    return click.Option(decls, type=kind, default=default, required=required, show_default=default is not None,
+                        help=help_text)
+
+
+def make_op_command(op: str) -> click.Command:
+    fn = te.workload.get_workload_function(op)
+    doc = (inspect.getdoc(fn) or op).splitlines()[0]
+    help_text = f"Tune the {op} workload: {doc}\n\nExample:\n\n\b\n    {EXAMPLES.get(op, f'autotune {op}')}"
+    param_names = list(inspect.signature(fn).parameters)
+
+    @opt.tuning_options
+    def command(**kwargs):
+        params = {name: kwargs.pop(name) for name in param_names}
+        params = {k: v for k, v in params.items() if v is not None}
+        run_tuning(op, params, **kwargs)
+
+    cmd = click.command(name=op, help=help_text, short_help=f"Tune {op}.")(command)
+    clash = set(param_names) & {p.name for p in cmd.params}
+    if clash:
+        raise RuntimeError(f"workload {op!r} has parameters named like tuning options: {', '.join(sorted(clash))}")
+    cmd.params[:0] = workload_param_options(op)
+    return cmd
+
+
+# ---------------------------------------------------------------- running one tuning session
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops a run like Ctrl-C: the batch in flight is dropped, the run marked interrupted."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def measure_anchor(task) -> dict:
+    """The anchor's GFLOP/s (NumPy on cpu, cuBLAS on cuda), or why there is none."""
+    if task.target == "cuda":
+        gflops = anchors.cupy_gflops(task, quiet=True)
+        return dict(name="cuBLAS", gflops=gflops, why="no anchor: no cuBLAS equivalent of this op")
+    fn, why = anchors.numpy_equivalent(task)
+    if fn is None:
+        return dict(why=why)
+    gflops = task.flops / anchors.median_seconds(fn) / 1e9
+    return dict(name="NumPy", gflops=gflops, blas=anchors.describe_blas())
+
+
+def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
+               timeout: float, resume: bool, early_stopping: int | None, batch_size: int, anchor: bool,
+               progress: bool | None) -> None:
+    from .. import target_info
+
+    task = Task(op, params, target)
+    if anchor and target == "cpu" and anchors.has_numpy_anchor(task) and anchors.blas_overrides_set():
+        names = " and ".join(anchors.blas_overrides_set())
+        click.echo(f"note: restarting without {names}, which would slow the NumPy anchor", err=True)
+        anchors.reexec_without_blas_overrides()
+    with opt.open_db(db_url) as db:
+        from ..tuning import tune  # after the cheap checks: the tuners import XGBoost, which takes seconds
+
+        bar = ProgressBar(trials, progress, op)
+        try:
+            with _sigterm_as_interrupt():
+                result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
+                              batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume)
+        except KeyboardInterrupt:
+            bar.close()
+            click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "
+                       f"{db.location}; rerun with --resume to continue", err=True)
+            raise SystemExit(130) from None
+        bar.close()
+        found = measure_anchor(task) if anchor else dict(why="no anchor: --no-anchor")
+        print_summary(task, target_info.describe(task.target), result, db, found)
+        if result.best is None:
+            raise click.ClickException("no trial succeeded; `autotune log errors` shows why")
+
+
+def op_commands() -> list[click.Command]:
+    """One command per library workload."""
+    return [make_op_command(op) for op in te.list_workloads()]

@@ -1,0 +1,73 @@
+"""Building a task with its best tuned schedule: the "apply best" side of the database.
+
+    with tuning_db.apply_best(db):
+        f = autotune.build(task)          # the fastest stored config for this workload and device
+    f = autotune.build(task, db=db)       # the same, without the context
+    f(a, b, c); f.config; f.record        # NumPy arrays; the Config used; its MeasureRecord or None
+
+Which config: ``tuning_db.lookup_best(task.key, kind, device)`` on the active database,
+matched on the target kind and this machine's device (a schedule tuned on another CPU
+model is not reused). With no record, or one from another version of the schedule space,
+the build falls back to a deterministic default, ``task.space.sample(random.Random(0))``,
+and says so with a ``tuning_db.NoTunedConfigWarning``: a default schedule is correct but
+may be slow, and silence would hide that.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import warnings
+
+from schedule.config import Config, ConfigError
+from tuning_db import NoTunedConfigWarning, apply_best, lookup_best
+
+from . import target_info
+from .task import Task
+
+#: The seed of the fallback schedule (a fixed one, so untuned builds are reproducible).
+DEFAULT_CONFIG_SEED = 0
+
+
+def default_config(task: Task) -> Config:
+    """The schedule used when nothing is tuned: the first valid sample of a fixed seed."""
+    return task.space.sample(random.Random(DEFAULT_CONFIG_SEED))
+
+
+def best_config(task: Task, db=None):
+    """(config, record) for ``task``: the best stored one, or (default config, None)."""
+    scope = apply_best(db) if db is not None else contextlib.nullcontext()
+    device = target_info.describe(task.target).device
+    with scope:
+        record = lookup_best(task.key, task.target, device or None)
+    if record is None:
+        return default_config(task), None
+    try:
+        config = Config.from_json(record.config)
+        reason = task.space.check(config)
+    except ConfigError as exc:
+        reason = str(exc)
+    if reason is not None:
+        warnings.warn(
+            f"record {record.id} for {task.key} does not fit this version of the schedule space "
+            f"({reason}); using the default schedule", NoTunedConfigWarning, stacklevel=3,
+        )
+        return default_config(task), None
+    return config, record
+
+
+def build(task: Task, db=None):
+    """Compile ``task`` with its best tuned config (see the module docstring).
+
+    Returns the backend's module, callable with arrays in the workload's argument order,
+    with ``.config`` (the Config used) and ``.record`` (its MeasureRecord, None for the default).
+    """
+    config, record = best_config(task, db)
+    func = task.lower(config)
+    if task.target == "cpu":
+        from backends import cpu as backend
+    else:
+        from backends import cuda as backend
+    module = backend.build(func)
+    module.config = config
+    module.record = record
+    return module

@@ -1,0 +1,309 @@
+"""CPU emulation of the generated CUDA kernels: GPU schedules checked where there is no GPU.
+
+    emu = emulator.build(s, [A, B, C])    # the same kernels the CUDA backend prints
+    emu(a, b, c)                          # NumPy arrays; outputs written in place
+    outs = emulator.run(s, [A, B, C], [a, b])   # fresh outputs, as a list
+
+The emulated program is built from the kernels' IR (``schedule.gpu_passes``), so what runs
+here is what NVRTC compiles, index for index. One IR-to-IR transformation per kernel, in
+the manner of MCUDA, then the CPU backend's printer and gcc:
+
+- the grid becomes outer loops over block indices ``bx, by, bz``;
+- the kernel body splits at its barriers into barrier-free *regions*; each region is
+  wrapped in loops over the thread indices ``tz, ty, tx``, so a block's threads run one
+  after another between barriers (a loop that contains a barrier stays outside, and each
+  region of its body gets its own thread loops; its bounds must not depend on the thread,
+  which is checked);
+- a loop bound to ``threadIdx.x`` becomes ``if (tx < extent)`` with its variable replaced
+  by ``tx``; one bound to ``blockIdx.x`` the same with ``bx``;
+- shared buffers are allocated once per block, and a per-thread (local) buffer that lives
+  across a barrier gets a leading thread dimension;
+- every shared and local buffer starts filled with NaN (integers: their largest value), and
+  so does every workspace buffer, so a read before the write -- a missing barrier, a
+  wrong region -- poisons the result and fails verification;
+- every index of every access is checked against its dimension's extent; the first
+  out-of-bounds access is recorded (the access itself is redirected to element 0) and
+  raised as ``EmulationFault`` after the call.
+
+Threads run serially, so a missing barrier *before* a shared-memory fetch in a loop
+(write after read) is not visible here; ``schedule.gpu_passes.insert_barriers`` places it,
+and ``missing_barriers`` re-checks any kernel for it statically.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from te import dtypes
+from te.errors import TEError
+from te.expr import Const, Expr, Var
+from schedule import ir
+from schedule.gpu_passes import (
+    BLOCK_TAGS, THREAD_TAGS, GPUKernel, GPUProgram, expand, lower_gpu, retarget, subst_stmt,
+)
+from schedule.ir import Allocate, Barrier, Buffer, BufferStore, For, IfThenElse, LoweredFunc, Stmt
+
+from .c_family import CSourcePrinter, Dialect
+from .cpu import compile_source
+
+#: gcc flags for emulation: quick to compile, IEEE semantics (NaN must propagate).
+EMU_FLAGS = ("-O1", "-fwrapv", "-std=gnu11", "-shared", "-fPIC", "-w")
+
+PREAMBLE = """#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int at_fault = 0;
+static char at_fault_msg[256];
+static int32_t at_check(int32_t i, int32_t n, const char* buffer, int32_t dim) {
+  if (i >= 0 && i < n) return i;
+  if (!at_fault) {
+    at_fault = 1;
+    snprintf(at_fault_msg, sizeof at_fault_msg, "index %d out of range [0, %d) in dimension %d of %s",
+             (int)i, (int)n, (int)dim, buffer);
+  }
+  return 0;
+}
+const char* at_emu_fault(void) { return at_fault ? at_fault_msg : 0; }
+void at_emu_reset(void) { at_fault = 0; at_fault_msg[0] = 0; }
+"""
+
+
+class EmulationError(TEError):
+    """The kernel cannot be emulated as written (a barrier in thread-dependent control flow)."""
+
+
+class EmulationFault(RuntimeError):
+    """The emulated kernel accessed a buffer out of bounds."""
+
+
+# ---------------------------------------------------------------- the transformation
+
+
+def _poison(dtype: str) -> Const:
+    if dtypes.is_float(dtype):
+        return Const(math.nan, dtype)
+    if dtype == "bool":
+        return Const(True, dtype)
+    return Const(int(np.iinfo(dtypes.numpy_dtype(dtype)).max), dtype)
+
+
+def _fill(buf: Buffer) -> Stmt:
+    """Store the poison value into every element of ``buf``."""
+    loops = [Var(f"fill{d}") for d in range(len(buf.shape))]
+    stmt: Stmt = BufferStore(buf, tuple(loops), _poison(buf.dtype))
+    for v, n in reversed(list(zip(loops, buf.shape))):
+        stmt = For(v, Const(n), ir.SERIAL, stmt)
+    return stmt
+
+
+def _block_level_needed(s: Stmt) -> bool:
+    return any(isinstance(n, Barrier) or (isinstance(n, Allocate) and n.buffer.scope == "shared")
+               for n in ir.walk(s))
+
+
+def _uses_any(e: Expr, names: set) -> bool:
+    from te.expr import post_order
+
+    return any(isinstance(n, Var) and n in names for n in post_order(e))
+
+
+class _KernelEmulation:
+    """One kernel as CPU loops (see the module docstring)."""
+
+    def __init__(self, kernel: GPUKernel):
+        self.kernel = kernel
+        self.grid = dict(zip(BLOCK_TAGS, kernel.grid))
+        self.block = dict(zip(THREAD_TAGS, kernel.block))
+        short = {"x": "x", "y": "y", "z": "z"}
+        self.bvars = {t: Var(f"emu_b{short[t[-1]]}") for t in BLOCK_TAGS}
+        self.tvars = {t: Var(f"emu_t{short[t[-1]]}") for t in THREAD_TAGS}
+        tid: Expr = Const(0)
+        for tag in reversed(THREAD_TAGS):  # z, y, x: the flat thread id, dims of 1 left out
+            if self.block[tag] > 1:
+                tid = self.tvars[tag] if isinstance(tid, Const) else tid * self.block[tag] + self.tvars[tag]
+        self.tid = tid
+
+    def run(self) -> Stmt:
+        body = self.block_level(self.kernel.body)
+        for tag in BLOCK_TAGS:
+            body = For(self.bvars[tag], Const(self.grid[tag]), ir.SERIAL, body)
+        return body
+
+    # ------------------------------------------------------------ block level
+
+    def block_level(self, s: Stmt) -> Stmt:
+        """``s`` as executed by a whole block: barrier-free parts become thread-loop regions."""
+        if not _block_level_needed(s):
+            return self.region(s)
+        if isinstance(s, Barrier):
+            return ir.seq()
+        if isinstance(s, ir.Seq):
+            out: list[Stmt] = []
+            run: list[Stmt] = []
+            for x in s.stmts:
+                if _block_level_needed(x):
+                    if run:
+                        out.append(self.region(ir.seq(*run)))
+                        run = []
+                    out.append(self.block_level(x))
+                else:
+                    run.append(x)
+            if run:
+                out.append(self.region(ir.seq(*run)))
+            return ir.seq(*out)
+        if isinstance(s, Allocate):
+            if s.buffer.scope == "shared":
+                return Allocate(s.buffer, ir.seq(_fill(s.buffer), self.block_level(s.body)))
+            per_thread = expand(s.buffer, self.kernel.threads)  # lives across a barrier
+            body = retarget(s.body, s.buffer, per_thread, (self.tid,))
+            return Allocate(per_thread, ir.seq(_fill(per_thread), self.block_level(body)))
+        if isinstance(s, For):
+            return self.block_level_loop(s)
+        if isinstance(s, IfThenElse):
+            if _uses_any(s.condition, set(self.tvars.values())):
+                raise EmulationError(
+                    f"kernel {self.kernel.name!r}: a condition that depends on the thread index encloses a "
+                    f"barrier or a shared buffer; not every thread of the block would reach it"
+                )
+            return IfThenElse(s.condition, self.block_level(s.then_case),
+                              None if s.else_case is None else self.block_level(s.else_case))
+        raise EmulationError(f"cannot emulate {type(s).__name__} at block level")
+
+    def block_level_loop(self, s: For) -> Stmt:
+        tag = s.thread_tag if s.kind == ir.THREAD_BINDING else None
+        n = ir.const_int(s.extent)
+        if tag in THREAD_TAGS:
+            if n != self.block[tag]:
+                raise EmulationError(
+                    f"kernel {self.kernel.name!r}: loop {s.var.name!r} binds {n} of {self.block[tag]} "
+                    f"{tag} values around a barrier or shared buffer; the other threads would skip it"
+                )
+            return self.block_level(subst_stmt(s.body, {s.var: self.tvars[tag]}))
+        if tag in BLOCK_TAGS:
+            body = self.block_level(subst_stmt(s.body, {s.var: self.bvars[tag]}))
+            return body if n == self.grid[tag] else IfThenElse(self.bvars[tag] < n, body)
+        if _uses_any(s.extent, set(self.tvars.values())):
+            raise EmulationError(
+                f"kernel {self.kernel.name!r}: loop {s.var.name!r} contains a barrier but its extent "
+                f"depends on the thread index"
+            )
+        return For(s.var, s.extent, ir.SERIAL, self.block_level(s.body))
+
+    # ------------------------------------------------------------ thread level
+
+    def region(self, s: Stmt) -> Stmt:
+        """Every thread of the block runs barrier-free ``s``, one after another."""
+        body = self.thread_level(s)
+        for tag in THREAD_TAGS:
+            if self.block[tag] > 1 or _any_use(body, self.tvars[tag]):
+                body = For(self.tvars[tag], Const(self.block[tag]), ir.SERIAL, body)
+        return body
+
+    def thread_level(self, s: Stmt) -> Stmt:
+        def fstmt(node: Stmt):
+            if isinstance(node, For):
+                tag = node.thread_tag if node.kind == ir.THREAD_BINDING else None
+                if tag in THREAD_TAGS or tag in BLOCK_TAGS:
+                    index = self.tvars[tag] if tag in THREAD_TAGS else self.bvars[tag]
+                    limit = self.block[tag] if tag in THREAD_TAGS else self.grid[tag]
+                    body = subst_stmt(node.body, {node.var: index})
+                    n = ir.const_int(node.extent)
+                    return body if n == limit else IfThenElse(index < n, body)
+                return For(node.var, node.extent, ir.SERIAL, node.body)
+            if isinstance(node, Allocate):
+                return Allocate(node.buffer, ir.seq(_fill(node.buffer), node.body))
+            return None
+
+        return ir.map_stmt(s, fstmt)
+
+
+def _any_use(s: Stmt, v: Var) -> bool:
+    from schedule.gpu_passes import _uses
+
+    return _uses(s, {v})
+
+
+def emulate_program(program: GPUProgram) -> LoweredFunc:
+    """One CPU function running every kernel of ``program`` in order (same parameters)."""
+    bodies = [_KernelEmulation(k).run() for k in program.kernels]
+    return LoweredFunc(program.name, program.kernel_params, ir.seq(*bodies))
+
+
+# ---------------------------------------------------------------- compiling and running
+
+
+@dataclass
+class _EmuDialect(Dialect):
+    """Plain C, every index bounds-checked."""
+
+
+def generate_source(program: GPUProgram) -> str:
+    func = emulate_program(program)
+    dialect = _EmuDialect(index_check="at_check")
+    helpers, body = CSourcePrinter(dialect).function(func)
+    return "\n".join(part for part in (PREAMBLE, helpers, body) if part) + "\n"
+
+
+class EmulatorModule:
+    """The emulated kernels, called with NumPy arrays like ``backends.cpu.CPUModule``."""
+
+    def __init__(self, program: GPUProgram, source: str, path):
+        from .cpu import CPUModule
+
+        self.program = program
+        self.source = source
+        self.path = path
+        self._cpu = CPUModule(emulate_program(program), source, path)
+        self._fault = self._cpu._lib.at_emu_fault
+        self._fault.restype = ctypes.c_char_p
+        self._cpu._lib.at_emu_reset.restype = None
+
+    @property
+    def params(self):
+        return self.program.params
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        workspace = [np.full(b.shape, _poison(b.dtype).value, dtype=dtypes.numpy_dtype(b.dtype))
+                     for b in self.program.workspace]
+        all_arrays = list(arrays) + workspace
+        self._cpu.check_args(all_arrays)
+        self._cpu._lib.at_emu_reset()
+        self._cpu.call_unchecked([a.ctypes.data for a in all_arrays])
+        fault = self._fault()
+        if fault:
+            raise EmulationFault(f"{self.program.name}: {fault.decode()}")
+
+    def __repr__(self):
+        return f"EmulatorModule({self.program.name}, {len(self.program.kernels)} kernel(s))"
+
+
+def build_program(program: GPUProgram, timeout: float | None = 60.0) -> EmulatorModule:
+    source = generate_source(program)
+    return EmulatorModule(program, source, compile_source(source, EMU_FLAGS, timeout))
+
+
+def build(s, args=None, name: str = "kernel") -> EmulatorModule:
+    """Emulate a Schedule (with ``args``), a LoweredFunc or a GPUProgram."""
+    from schedule import lower
+
+    if isinstance(s, GPUProgram):
+        return build_program(s)
+    func = s if isinstance(s, LoweredFunc) else lower(s, args, name=name)
+    return build_program(lower_gpu(func))
+
+
+def run(s, args, inputs) -> list[np.ndarray]:
+    """Outputs of the emulated kernels for NumPy ``inputs`` (the leading parameters).
+
+    The remaining parameters (outputs) start filled with NaN (integers: their largest value).
+    """
+    module = build(s, args)
+    params = module.program.params
+    outs = [np.full(b.shape, _poison(b.dtype).value, dtype=dtypes.numpy_dtype(b.dtype)) for b in params[len(inputs):]]
+    module(*inputs, *outs)
+    return outs

@@ -1,0 +1,307 @@
+"""The CUDA schedule space: Ansor's GPU sketches over the same DAG roles as the CPU.
+
+    space = ConfigSpace.from_workload(te.create_workload("matmul", M=64, N=64, K=64), "cuda")
+    config = space.sample(random.Random(0))
+    space.check(config)            # threads, vthreads, local tile, shared memory: before a build
+    s, args = space.apply(config)  # a fresh Schedule; backends.build(s, args, target="cuda")
+
+Roles come from ``sketch.derive_sketch`` (inline / multi_level / fused / simple); what each
+becomes on the GPU:
+
+    multi_level   "SSSRRSRS". The owner's spatial axes (the fused epilogue, or a
+                  ``cache_write(op, "local")`` copy) split into block x vthread x thread x
+                  inner; the block parts fuse into ``blockIdx.x``, the vthread parts into one
+                  ``vthread``, the thread parts into ``threadIdx.x``. The multi-level stage
+                  (local scope: registers) is computed at the thread loop and tiles its region
+                  as R0 R1 S3 R2 S4 (reduce split R0/R1/R2, spatial S3/S4). Every input it
+                  reads is staged with ``cache_read(t, "shared", [local])`` at the last R0
+                  loop and fetched cooperatively: the copy's axes fused, split by the thread
+                  count, the inner part bound to ``threadIdx.x``. The innermost loops are
+                  unrolled up to an unroll budget.
+    simple        all spatial axes fused and split into ``blockIdx.x`` x ``threadIdx.x``;
+                  a reduction's loops run inside each thread.
+    inline        substituted into its readers, as on the CPU.
+
+Knobs (AutoTVM vocabulary, as in ``schedule.space``):
+
+    <stage>.tile.<axis>    (vthread, threads, S3, S4) of one spatial axis; the block
+                           count is what is left of the extent
+    <stage>.rtile.<axis>   (R1, R2) of one reduce axis; R0 is what is left
+    <stage>.unroll         unroll budget (innermost loops first, while the body stays under it)
+    <stage>.threads        threads per block of a simple stage
+
+``check(config)`` refuses, before any build, configs over ``GPULimits``: threads per block,
+virtual threads, accumulator elements per thread, and shared memory per block (the box each
+staged input needs, from the same bound inference lowering uses).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from te import dtypes
+from te.expr import TensorRead, post_order
+from te.tensor import ComputeOp, Tensor
+
+from .bounds import infer_region
+from .config import Knob, KnobSet
+from .gpu_passes import GPULimits
+from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, StagePlan, derive_sketch
+from .space import ConfigSpace, _split_levels, _unique_names, factor_candidates
+from .stage import Schedule, create_schedule
+
+SKETCH_VERSION = "cuda-v1"
+#: Unroll budgets (Ansor's auto_unroll_max_step choices for CUDA).
+UNROLL_STEPS = (0, 16, 64, 512, 1500)
+#: Threads per block tried for simple stages.
+THREAD_STEPS = (32, 64, 128, 256, 512, 1024)
+#: Largest per-thread spatial tile level (S3 or S4) and vthread factor per axis.
+MAX_INNER = 16
+MAX_VTHREAD_PER_AXIS = 8
+
+
+def gpu_tile_candidates(extent: int) -> tuple[tuple[int, int, int, int], ...]:
+    """(vthread, threads, S3, S4) per axis with product <= extent."""
+    fs = factor_candidates(extent)
+    out = []
+    for v in (f for f in fs if f <= MAX_VTHREAD_PER_AXIS):
+        for t in (f for f in fs if f <= 1024 and v * f <= extent):
+            for s3 in (f for f in fs if f <= MAX_INNER and v * t * f <= extent):
+                for s4 in (f for f in fs if f <= MAX_INNER and v * t * s3 * f <= extent):
+                    out.append((v, t, s3, s4))
+    return tuple(out)
+
+
+def reduce_tile_candidates(extent: int) -> tuple[tuple[int, int], ...]:
+    """(R1, R2) per reduce axis with R1 * R2 <= extent (R2 innermost, at most 16)."""
+    fs = factor_candidates(extent, 64)
+    return tuple((r1, r2) for r1 in fs for r2 in fs if r2 <= MAX_INNER and r1 * r2 <= extent)
+
+
+def thread_candidates(total: int) -> tuple[int, ...]:
+    return tuple(sorted({min(t, total) for t in THREAD_STEPS}))
+
+
+@dataclass
+class GPUConfigSpace(ConfigSpace):
+    """All CUDA schedules of one DAG: its sketch ("cuda-v1"), knobs, limits and replay."""
+
+    limits: GPULimits = field(default_factory=GPULimits)
+
+    @classmethod
+    def from_tensors(cls, inputs, outputs, target: str = "cuda") -> "GPUConfigSpace":
+        outputs = list(outputs)
+        sketch = derive_sketch(outputs)
+        names = _unique_names([p.op for p in sketch.plans])
+        knobs: list[Knob] = []
+        for plan in sketch.plans:
+            knobs.extend(_plan_knobs(plan, names[plan.op]))
+        return cls(list(inputs), outputs, sketch, KnobSet(SKETCH_VERSION, tuple(knobs)), names)
+
+    # ------------------------------------------------------------ limits
+
+    def check(self, config) -> str | None:
+        from .config import ConfigError
+
+        try:
+            self.knobs.check(config)
+        except ConfigError as exc:
+            return str(exc)
+        v = config.values
+        lim = self.limits
+        for plan in self.sketch.plans:
+            name = self.names[plan.op]
+            if plan.role == MULTI_LEVEL:
+                tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
+                threads = math.prod(t[1] for t in tiles)
+                if threads > lim.max_threads_per_block:
+                    return f"{name}: {threads} threads per block exceed {lim.max_threads_per_block}"
+                vthreads = math.prod(t[0] for t in tiles)
+                if vthreads > lim.max_vthreads:
+                    return f"{name}: {vthreads} virtual threads exceed {lim.max_vthreads}"
+                local = math.prod(t[0] * t[2] * t[3] for t in tiles)
+                if local > lim.max_local_elements:
+                    return f"{name}: {local} accumulators per thread exceed {lim.max_local_elements}"
+                shared = self.shared_bytes(plan, v)
+                if shared > lim.max_shared_bytes:
+                    return f"{name}: {shared} bytes of shared memory per block exceed {lim.max_shared_bytes}"
+        return None
+
+    def shared_bytes(self, plan: StagePlan, values: dict) -> int:
+        """Shared memory one block of ``plan``'s stage stages: each input's box over the block tile."""
+        name = self.names[plan.op]
+        op = plan.op
+        varying = {}
+        for iv in op.axis:
+            t = values[f"{name}.tile.{iv.name}"]
+            varying[iv.var] = min(iv.extent, math.prod(t))
+        for iv in op.reduce_axis:
+            varying[iv.var] = min(iv.extent, math.prod(values[f"{name}.rtile.{iv.name}"]))
+        total = 0
+        for tensor, reads in _input_reads(op).items():
+            region = infer_region(tensor.shape, reads, varying)
+            total += math.prod(region.extents) * max(1, dtypes.bits(tensor.dtype) // 8)
+        return total
+
+    # ------------------------------------------------------------ replay
+
+    def apply(self, config):
+        from .config import ConfigError
+
+        reason = self.check(config)
+        if reason is not None:
+            raise ConfigError(f"invalid config: {reason}")
+        s = create_schedule(self.outputs)
+        v = config.values
+        for plan in self.sketch.plans:
+            if plan.role == INLINE:
+                s[plan.op].compute_inline()
+        for plan in self.sketch.plans:
+            name = self.names[plan.op]
+            if plan.role == MULTI_LEVEL:
+                _apply_multi_level(s, plan, name, v)
+            elif plan.role == SIMPLE:
+                _apply_simple(s, plan, name, v)
+        return s, self.args
+
+    # ------------------------------------------------------------ explanation
+
+    def describe(self) -> str:
+        lines = [f"sketch {SKETCH_VERSION}:"]
+        for p in self.sketch.plans:
+            if p.role == MULTI_LEVEL:
+                owner = p.owner.name if p.owner is not None else f"a cache_write copy of {p.name}"
+                lines.append(f"  {p.name}: SSSRRSRS, tiles owned by {owner}: blockIdx x vthread x threadIdx x "
+                             f"inner; local accumulators; inputs staged in shared memory at R0")
+            elif p.role == FUSED:
+                lines.append(f"  {p.name}: owns the tiles of {p.produces.name} (epilogue at the thread level)")
+            elif p.role == INLINE:
+                lines.append(f"  {p.name}: inlined into its readers")
+            else:
+                lines.append(f"  {p.name}: simple, axes fused into blockIdx.x x threadIdx.x")
+        lines.append(f"knobs ({self.size} combinations):")
+        for k in self.knobs.knobs:
+            lines.append(f"  {k.name}: {len(k.candidates)} candidates - {k.doc}")
+        return "\n".join(lines)
+
+    def describe_config(self, config) -> str:
+        v = config.values
+        lines = []
+        for plan in self.sketch.plans:
+            name = self.names[plan.op]
+            if plan.role == MULTI_LEVEL:
+                tiles = ", ".join(f"{iv.name}: {'x'.join(map(str, v[f'{name}.tile.{iv.name}']))}" for iv in plan.op.axis)
+                red = ", ".join(f"{iv.name}: {'x'.join(map(str, v[f'{name}.rtile.{iv.name}']))}"
+                                for iv in plan.op.reduce_axis)
+                lines.append(f"{name}: tiles (vthread x threads x S3 x S4) {tiles}; reduction (R1 x R2) {red}; "
+                             f"unroll budget {v[f'{name}.unroll']}")
+            elif plan.role == SIMPLE:
+                lines.append(f"{name}: {v[f'{name}.threads']} threads per block")
+            elif plan.role == INLINE:
+                lines.append(f"{name}: inlined")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- knobs
+
+
+def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
+    op = plan.op
+    if plan.role == MULTI_LEVEL:
+        knobs = [Knob(f"{name}.tile.{iv.name}", gpu_tile_candidates(iv.extent),
+                      "(vthread, threads, S3, S4) of this spatial axis; blocks cover the rest")
+                 for iv in op.axis]
+        knobs += [Knob(f"{name}.rtile.{iv.name}", reduce_tile_candidates(iv.extent),
+                       "(R1, R2) of this reduce axis; the shared tile covers R1*R2, R0 loops over the rest")
+                  for iv in op.reduce_axis]
+        knobs.append(Knob(f"{name}.unroll", UNROLL_STEPS, "unroll budget for the innermost loops"))
+        return knobs
+    if plan.role == SIMPLE:
+        total = math.prod(iv.extent for iv in op.axis)
+        return [Knob(f"{name}.threads", thread_candidates(total), "threads per block (all spatial axes fused)")]
+    return []
+
+
+def _input_reads(op: ComputeOp) -> dict[Tensor, list]:
+    """Index tuples of every read of each direct input of ``op``, in its own axes."""
+    reads: dict[Tensor, list] = {}
+    for t in op.input_tensors:
+        reads.setdefault(t, [])
+    for n in post_order(op.body):
+        if isinstance(n, TensorRead):
+            for t in reads:
+                if t.op is n.tensor.op:
+                    reads[t].append(n.indices)
+    return reads
+
+
+# ---------------------------------------------------------------- replay
+
+
+def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+    op = plan.op
+    tiles = [v[f"{name}.tile.{iv.name}"] for iv in op.axis]
+    rtiles = [v[f"{name}.rtile.{iv.name}"] for iv in op.reduce_axis]
+    if plan.owner is None:
+        local = s.cache_write(op.output(0), "local")
+        owner, tiled = s[op], s[local]
+    else:
+        owner, tiled = s[plan.owner], s[op]
+        tiled.set_scope("local")
+    inputs = list(dict.fromkeys(t for t in tiled.op.input_tensors))
+    shared = [s[s.cache_read(t, "shared", [tiled])] for t in inputs]
+    # The owner: block x vthread x thread x inner per spatial axis.
+    levels = [_split_levels(owner, iv, [t[0], t[1], t[2] * t[3]]) for iv, t in zip(owner.op.axis, tiles)]
+    blocks, vthreads, threads, inner = ([lv[n] for lv in levels] for n in range(4))
+    owner.reorder(*blocks, *vthreads, *threads, *inner)
+    owner.bind(owner.fuse(*blocks), "blockIdx.x")
+    owner.bind(owner.fuse(*vthreads), "vthread")
+    thread_loop = owner.fuse(*threads)
+    owner.bind(thread_loop, "threadIdx.x")
+    tiled.compute_at(owner, thread_loop)
+    # The local stage over its per-thread region: R0 R1 S3 R2 S4.
+    s3, s4 = [], []
+    for iv, t in zip(tiled.op.axis, tiles):
+        x3, x4 = tiled.split(iv, factor=t[3])
+        s3.append(x3)
+        s4.append(x4)
+    r0, r1, r2 = [], [], []
+    for iv, rt in zip(tiled.op.reduce_axis, rtiles):
+        x0, x1, x2 = _split_levels(tiled, iv, list(rt))
+        r0.append(x0)
+        r1.append(x1)
+        r2.append(x2)
+    tiled.reorder(*r0, *r1, *s3, *r2, *s4)
+    _unroll_inner(tiled, [(x, t[3]) for x, t in zip(s4, tiles)][::-1]
+                  + [(x, rt[1]) for x, rt in zip(r2, rtiles)][::-1]
+                  + [(x, t[2]) for x, t in zip(s3, tiles)][::-1]
+                  + [(x, rt[0]) for x, rt in zip(r1, rtiles)][::-1], v[f"{name}.unroll"])
+    # Cooperative fetch of each staged input at the last R0 loop.
+    n_threads = math.prod(t[1] for t in tiles)
+    for stage in shared:
+        stage.compute_at(tiled, r0[-1])
+        fused = stage.fuse(*stage.op.axis)
+        _, thread = stage.split(fused, factor=n_threads)
+        stage.bind(thread, "threadIdx.x")
+
+
+def _unroll_inner(stage, loops: list, budget: int) -> None:
+    """Unroll ``loops`` (innermost first, with their extents) while the unrolled body stays within ``budget``."""
+    body = 1
+    for loop, extent in loops:
+        body *= extent
+        if body > budget:
+            break
+        if extent > 1:
+            stage.unroll(loop)
+
+
+def _apply_simple(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+    stage = s[plan.op]
+    axes = list(stage.op.axis)
+    if not axes:
+        return  # a 0-d result: one thread computes it
+    fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
+    block, thread = stage.split(fused, factor=v[f"{name}.threads"])
+    stage.bind(block, "blockIdx.x")
+    stage.bind(thread, "threadIdx.x")

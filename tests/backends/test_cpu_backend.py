@@ -1,0 +1,353 @@
+"""The CPU backend: argument checks, generated C, the compile cache, heap buffers, integer semantics."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import backends
+import schedule
+import te
+from backends import cpu
+from sched_helpers import check, run, tensor, workload
+
+
+@pytest.fixture(scope="module")
+def matmul_module():
+    """One built float32 matmul (13x11 @ 11x17), shared by the argument-check tests."""
+    wl = te.create_workload("matmul", M=13, N=17, K=11)
+    s = schedule.create_schedule(wl.outputs[0])
+    return backends.build(s, wl.args), wl
+
+
+def arrays(wl, seed=0):
+    return [*wl.random_inputs(seed), np.zeros(wl.outputs[0].shape, np.float32)]
+
+
+# ---------------------------------------------------------------- argument checks
+
+
+def test_module_runs_and_exposes_params(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    module(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
+    assert [p.name for p in module.params] == ["A", "B", "C"]
+    assert module.path.suffix == ".so" and module.path.name in repr(module)
+
+
+def test_call_unchecked_with_pointers(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    module.call_unchecked([x.ctypes.data for x in (a, b, c)])
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_wrong_argument_count(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    with pytest.raises(ValueError, match=r"kernel 'kernel' takes 3 arrays \(A, B, C\), got 2"):
+        module(a, b)
+    with pytest.raises(ValueError, match=r"takes 3 arrays"):
+        module(a, b, c, c.copy())
+
+
+def test_wrong_shape(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    with pytest.raises(ValueError, match=r"argument 1 \(B\): expected shape \(11, 17\), got \(17, 11\)"):
+        module(a, np.ascontiguousarray(b.T), c)
+
+
+def test_wrong_dtype(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    with pytest.raises(ValueError, match=r"argument 2 \(C\): expected dtype float32, got float64"):
+        module(a, b, c.astype(np.float64))
+
+
+def test_non_contiguous(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    strided = np.zeros((13, 22), np.float32)[:, :11]
+    strided[...] = a
+    with pytest.raises(ValueError, match=r"argument 0 \(A\): array must be C-contiguous"):
+        module(strided, b, c)
+    with pytest.raises(ValueError, match=r"argument 2 \(C\): array must be C-contiguous"):
+        module(a, b, np.asfortranarray(c))
+
+
+def test_not_an_array(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    with pytest.raises(ValueError, match=r"argument 0 \(A\): expected a numpy.ndarray, got list"):
+        module(a.tolist(), b, c)
+
+
+def test_same_array_twice():
+    wl = te.create_workload("matmul", M=7, N=7, K=7)
+    module = backends.build(schedule.create_schedule(wl.outputs[0]), wl.args)
+    a, b, c = arrays(wl)
+    with pytest.raises(ValueError, match=r"argument 2 \(C\): same memory as argument 0 \(A\)"):
+        module(a, b, a)
+    with pytest.raises(ValueError, match=r"argument 1 \(B\): same memory as argument 0 \(A\)"):
+        module(a, a, c)
+
+
+def test_overlapping_views():
+    """Partly overlapping arrays alias through `restrict` pointers just as much."""
+    wl = te.create_workload("elementwise", op="relu", shape=[8])
+    module = backends.build(schedule.create_schedule(wl.outputs[0]), wl.args)
+    storage = np.arange(12, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"argument 1 \(T_relu\): same memory as argument 0 \(A\)"):
+        module(storage[:8], storage[4:])
+    halves = np.zeros(16, np.float32)
+    module(halves[:8], halves[8:])            # neighbours that touch but do not overlap are fine
+
+
+def test_read_only_output(matmul_module):
+    module, wl = matmul_module
+    a, b, c = arrays(wl)
+    c.flags.writeable = False
+    with pytest.raises(ValueError, match=r"argument 2 \(C\): the kernel writes this array, but it is read-only"):
+        module(a, b, c)
+    a.flags.writeable = False                # read-only inputs are fine
+    c = np.zeros_like(c)
+    module(a, b, c)
+
+
+# ---------------------------------------------------------------- generated source
+
+
+def test_source_pragmas_for_parallel_vectorize_unroll():
+    wl = te.create_workload("matmul", M=13, N=17, K=11)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    io, jo, ii, ji = s[C].tile(*C.op.axis, 4, 8)
+    ko, ki = s[C].split(C.op.reduce_axis[0], factor=2)
+    s[C].reorder(io, jo, ko, ii, ki, ji)
+    s[C].parallel(io)
+    s[C].unroll(ki)
+    s[C].vectorize(ji)
+    module = check(s, wl)
+    src = module.source
+    assert "#pragma omp parallel for" in src
+    assert "#pragma omp simd" in src
+    assert "#pragma GCC unroll 2" in src
+    lines = src.splitlines()
+    for pragma, loop in (("#pragma omp parallel for", "i_outer"), ("#pragma omp simd", "j_inner")):
+        n = next(n for n, line in enumerate(lines) if pragma in line)
+        assert lines[n + 1].strip().startswith(f"for (int32_t {loop} = 0;")
+
+
+def test_source_without_annotations_has_no_pragmas():
+    wl = te.create_workload("matmul", M=5, N=6, K=7)
+    src = backends.build(schedule.create_schedule(wl.outputs[0]), wl.args).source
+    assert "#pragma" not in src
+    assert src.startswith("#include <math.h>")
+    assert "void kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C) {" in src
+
+
+def test_kernel_name_and_clashing_buffer_name():
+    """A buffer named like the kernel (conv2d's "kernel" input) must not take the function's name."""
+    wl = te.create_workload("conv2d", N=1, C=2, H=5, W=5, K=3, R=3, S=3, padding=1)
+    module = check(schedule.create_schedule(wl.outputs[0]), wl)
+    assert "void kernel(" in module.source and "kernel_1" in module.source
+    other = backends.build(schedule.create_schedule(wl.outputs[0]), wl.args, name="conv_fn")
+    assert "void conv_fn(" in other.source
+
+
+@pytest.mark.parametrize("name", ["free", "expf", "int32_t", "INFINITY", "NAN", "aligned_alloc", "at_max_float32"])
+def test_tensor_names_that_clash_with_c(name):
+    """Tensors named like C types, macros or called functions get other C names."""
+    X = te.placeholder((150, 150), name=name)
+    T = te.compute((150, 150), lambda i, j: te.exp(X[i, j]) * 2.0, name=name)  # > 64 KB: heap, free()
+    Y = te.compute((150, 150), lambda i, j: te.max(T[i, j], X[i, j]), name="Y")
+    check(schedule.create_schedule(Y), workload([X, Y]))
+
+
+def test_build_error_carries_gcc_diagnostics(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    with pytest.raises(backends.BuildError, match=r"gcc failed:[\s\S]*error"):
+        cpu.compile_source("void kernel( { syntax error")
+
+
+# ---------------------------------------------------------------- compile cache
+
+
+def test_compile_cache_builds_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    compiles = []
+    real_run = cpu.subprocess.run
+
+    def counting_run(cmd, *args, **kwargs):
+        if "-o" in cmd:
+            compiles.append(cmd)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(cpu.subprocess, "run", counting_run)
+
+    def build():
+        wl = te.create_workload("matmul", M=9, N=10, K=3)
+        C = wl.outputs[0]
+        s = schedule.create_schedule(C)
+        s[C].split(C.op.axis[1], factor=4)
+        return backends.build(s, wl.args), wl
+
+    first, wl = build()
+    assert first.path.parent == tmp_path / "kernels"
+    mtime = os.stat(first.path).st_mtime_ns
+    second, _ = build()
+    assert second.path == first.path
+    assert os.stat(second.path).st_mtime_ns == mtime
+    assert len(compiles) == 1
+    assert [p.name for p in (tmp_path / "kernels").iterdir()] == [first.path.name]  # no leftovers
+    outputs, expected = run(second, wl)
+    np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-4, atol=1e-5)
+
+    other_wl = te.create_workload("matmul", M=9, N=10, K=4)
+    other = backends.build(schedule.create_schedule(other_wl.outputs[0]), other_wl.args)
+    assert other.path != first.path and len(compiles) == 2
+
+
+def test_compile_cache_key_includes_flags(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    src = "void kernel(float* x) { x[0] = 1.0f; }\n"
+    assert cpu.compile_source(src) == cpu.compile_source(src)
+    assert cpu.compile_source(src, flags=cpu.CFLAGS + ("-O1",)) != cpu.compile_source(src)
+
+
+# ---------------------------------------------------------------- buffers
+
+
+def chain_256():
+    wl = te.create_workload("elementwise_chain", shape=[256, 256])
+    return wl, schedule.create_schedule(wl.outputs[0]), tensor(wl, "T_mul"), tensor(wl, "T_add1"), wl.outputs[0]
+
+
+def test_large_root_intermediate_on_heap():
+    wl, s, T1, T2, out = chain_256()          # two 256 KB intermediates at the root
+    s[out].parallel(out.op.axis[0])
+    module = check(s, wl)
+    assert module.source.count("aligned_alloc(64, 262144)") == 2
+    assert module.source.count("free(") == 2
+
+
+def test_large_intermediate_computed_at_a_loop_on_heap():
+    wl, s, T1, T2, out = chain_256()
+    s[T1].compute_inline()
+    io, ii = s[out].split(out.op.axis[0], factor=96)   # 96 x 256 floats = 96 KB per tile, 3 tiles
+    s[out].parallel(io)
+    s[T2].compute_at(s[out], io)
+    module = check(s, wl)
+    assert "aligned_alloc(64, 98304)" in module.source
+    assert "free(" in module.source
+
+
+def test_small_intermediate_on_stack():
+    wl, s, T1, T2, out = chain_256()
+    s[T1].compute_inline()
+    io, ii = s[out].split(out.op.axis[0], factor=8)     # 8 KB tiles
+    s[T2].compute_at(s[out], io)
+    module = check(s, wl)
+    assert "float T_add1[2048] __attribute__((aligned(64)));" in module.source
+    assert "aligned_alloc" not in module.source
+
+
+# ---------------------------------------------------------------- integer semantics
+
+
+def test_floor_division_and_modulo_of_negative_operands():
+    n = 23
+    X = te.placeholder((n,), "int32", name="X")
+    Q = te.compute((n,), lambda i: (i - 5) // 3 + X[i] * 0, name="Q")
+    R = te.compute((n,), lambda i: (i - 5) % 3, name="R")
+    Qn = te.compute((n,), lambda i: (i - 5) // -3, name="Qn")
+    Rn = te.compute((n,), lambda i: (i - 5) % -3, name="Rn")
+    d = lambda i: te.if_then_else(te.equal(X[i], 0), te.const(7), X[i])  # noqa: E731  (never 0)
+    Qx = te.compute((n,), lambda i: (i - 11) // d(i), name="Qx")
+    Rx = te.compute((n,), lambda i: (i - 11) % d(i), name="Rx")
+    outs = [Q, R, Qn, Rn, Qx, Rx]
+    wl = workload([X, *outs])
+    module = check(schedule.create_schedule(outs), wl)
+    assert "at_floordiv_int32" in module.source and "at_floormod_int32" in module.source
+    x = np.arange(-11, 12, dtype=np.int32)       # every sign combination against a tensor divisor
+    results = [np.zeros(n, np.int32) for _ in outs]
+    module(x, *results)
+    i = np.arange(n)
+    dx = np.where(x == 0, 7, x)
+    for got, want in zip(results, [(i - 5) // 3, (i - 5) % 3, (i - 5) // -3, (i - 5) % -3,
+                                   (i - 11) // dx, (i - 11) % dx]):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(results, te.evaluate(outs, {X: x})):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_non_negative_division_uses_plain_c_operators():
+    X = te.placeholder((12,), "int32", name="X")
+    Y = te.compute((12,), lambda i: X[i // 3 * 3 + i % 3] + i // 4, name="Y")
+    module = check(schedule.create_schedule(Y), workload([X, Y]))
+    assert "at_floordiv" not in module.source
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
+def test_narrow_integers_wrap(dtype):
+    """Narrow integer arithmetic wraps in its own type, as in the evaluator."""
+    X = te.placeholder((64,), dtype, name="X")
+    Y = te.compute((64,), lambda i: X[i] * X[i] * 7 + 100, name="Y")
+    wl = workload([X, Y])
+    module = check(schedule.create_schedule(Y), wl)
+    info = np.iinfo(dtype)
+    x = np.linspace(info.min, info.max, 64).astype(dtype)
+    y = np.zeros(64, dtype)
+    module(x, y)
+    np.testing.assert_array_equal(y, te.evaluate(Y, {X: x}))
+
+
+# ---------------------------------------------------------------- dtypes and math in C
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64"])
+def test_max_min_reductions_start_from_the_dtype_extremes(dtype):
+    X = te.placeholder((5, 7), dtype, name="X")
+    k1, k2 = te.reduce_axis((0, 7), "k"), te.reduce_axis((0, 7), "k")
+    Y = te.compute((5,), lambda i: te.max(X[i, k1], axis=k1), name="Y")
+    Z = te.compute((5,), lambda i: te.min(X[i, k2], axis=k2), name="Z")
+    wl = workload([X, Y, Z])
+    module = check(schedule.create_schedule([Y, Z]), wl)
+    if dtype.startswith("int") or dtype == "uint8":
+        info = np.iinfo(dtype)
+        x = np.full((5, 7), info.min, dtype)
+        x[:, 3] = info.max
+        y, z = np.zeros(5, dtype), np.zeros(5, dtype)
+        module(x, y, z)
+        assert (y == info.max).all() and (z == info.min).all()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_math_functions(dtype):
+    X = te.placeholder((6, 5), dtype, name="X")
+    pos = lambda i, j: te.abs(X[i, j]) + 0.5  # noqa: E731
+    bodies = {
+        "abs": lambda i, j: te.abs(X[i, j]), "sigmoid": lambda i, j: te.sigmoid(X[i, j]),
+        "tanh": lambda i, j: te.tanh(X[i, j]), "exp": lambda i, j: te.exp(X[i, j]),
+        "erf": lambda i, j: te.erf(X[i, j]), "sin": lambda i, j: te.sin(X[i, j]),
+        "cos": lambda i, j: te.cos(X[i, j]), "floor": lambda i, j: te.floor(X[i, j] * 3.0),
+        "ceil": lambda i, j: te.ceil(X[i, j] * 3.0), "sqrt": lambda i, j: te.sqrt(pos(i, j)),
+        "rsqrt": lambda i, j: te.rsqrt(pos(i, j)), "log": lambda i, j: te.log(pos(i, j)),
+        "pow": lambda i, j: pos(i, j) ** X[i, j], "div": lambda i, j: X[i, j] / pos(i, j),
+        "max": lambda i, j: te.max(X[i, j], X[i, j] * -0.5), "cast": lambda i, j: te.cast("int8", X[i, j] * 100.0),
+    }
+    outs = [te.compute((6, 5), body, name=f"Y_{name}") for name, body in bodies.items()]
+    check(schedule.create_schedule(outs), workload([X, *outs]))
+
+
+def test_bool_and_int64_tensors():
+    X = te.placeholder((9,), name="X")
+    L = te.placeholder((9,), "int64", name="L")
+    Bm = te.compute((9,), lambda i: X[i] > 0.25, name="Bm")
+    Y = te.compute((9,), lambda i: te.if_then_else(Bm[i], X[i], -X[i]), name="Y")
+    Z = te.compute((9,), lambda i: L[i] * 3000000000 + 5, name="Z")    # beyond int32
+    module = check(schedule.create_schedule([Bm, Y, Z]), workload([X, L, Bm, Y, Z]))
+    assert "bool* __restrict__ Bm" in module.source and "3000000000LL" in module.source

@@ -1,0 +1,74 @@
+"""Every user error ends with one ``Error:`` line, a non-zero status and no traceback.
+
+The cases run as concurrent processes (each in its own directory), started once for the
+module; each test then checks one of them.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from autotune.cli.options import gpu_available
+
+from cli_helpers import TINY_MATMUL, cli_env
+
+USAGE, LIBRARY = 2, 1
+NOT_A_DIR = "a-file"
+CORRUPT = "corrupt.db"
+BAD_JSONL = "bad.jsonl"
+
+CASES = {
+    "trials 0": (["matmul", "--trials", "0"], USAGE, "Invalid value for '--trials': 0 is not in the range x>=1."),
+    "trials abc": (["matmul", "--trials", "abc"], USAGE,
+                   "Invalid value for '--trials': 'abc' is not a valid integer range."),
+    "negative extent": (["matmul", "-M", "-3"], USAGE, "Invalid value for '-M' / '--M': -3 is not in the range x>=1."),
+    "unknown op": (["frobnicate"], USAGE, "No such command 'frobnicate'."),
+    "unknown target": (["matmul", "--target", "tpu"], USAGE,
+                       "Invalid value for '--target': 'tpu' is not one of 'auto', 'cpu', 'cuda'."),
+    "unknown tuner": (["matmul", "--tuner", "anneal"], USAGE, "Invalid value for '--tuner': 'anneal' is not one of"),
+    "bad list": (["softmax", "--shape", "4,x"], USAGE,
+                 "Invalid value for '--shape': '4,x' is not a comma-separated list of ints"),
+    "library rejects params": (["softmax", "--shape", "4,8", "--axis", "5", "--db", "t.db"], LIBRARY,
+                               "softmax: axis must be an int in [-2, 2) for X (4, 8), got 5"),
+    "unwritable db": ([*TINY_MATMUL, "--trials", "4", "--db", f"{NOT_A_DIR}/t.db"], LIBRARY,
+                      f"{NOT_A_DIR}/t.db: cannot create directory "),
+    "corrupt db (tune)": ([*TINY_MATMUL, "--trials", "4", "--db", CORRUPT], LIBRARY,
+                          f"{CORRUPT}: not a SQLite database, or the file is corrupt"),
+    "corrupt db (log)": (["log", "workloads", "--db", CORRUPT], LIBRARY,
+                         f"{CORRUPT}: not a SQLite database, or the file is corrupt"),
+    "unknown record": (["log", "show", "999", "--db", "t.db"], LIBRARY, "no record with id 999 in "),
+    "unknown run": (["log", "history", "999", "--db", "t.db"], LIBRARY, "no tuning run with id 999"),
+    "unknown workload": (["log", "top", "conv2d", "--db", "t.db"], LIBRARY, "no workload 'conv2d' in "),
+    "malformed import": (["log", "import", BAD_JSONL, "--db", "t.db"], LIBRARY, BAD_JSONL),
+}
+if not gpu_available():
+    CASES["cuda without a GPU"] = ([*TINY_MATMUL, "--trials", "4", "--target", "cuda"], USAGE,
+                                   "Invalid value for '--target': no CUDA GPU found")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    procs = {}
+    for name, (args, _, _) in CASES.items():
+        root = tmp_path_factory.mktemp("error")
+        (root / NOT_A_DIR).write_text("a file, not a directory")
+        (root / CORRUPT).write_bytes(b"this is not sqlite " * 100)
+        (root / BAD_JSONL).write_text('{"format": "autotune-record"}\n')
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "autotune.cli", *args], cwd=root, env=cli_env(root),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return {name: (proc, *proc.communicate(timeout=120)) for name, proc in procs.items()}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_error(results, name):
+    _, status, message = CASES[name]
+    proc, out, err = results[name]
+    assert proc.returncode == status, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and message in last, err
+    if status == LIBRARY:
+        assert err.count("\n") == 1, "a library error is exactly one line"

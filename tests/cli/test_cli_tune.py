@@ -1,0 +1,55 @@
+"""``autotune <op>``: a small tuning run end to end, its report, and the stored records."""
+from __future__ import annotations
+
+import re
+
+import tuning_db
+
+from cli_helpers import MATMUL_KEY, cli_env
+
+
+def test_small_run_prints_summary_and_stores_every_trial(tuned):
+    cli, proc = tuned
+    out = proc.stdout
+    assert f"workload: {MATMUL_KEY}" in out
+    assert re.search(r"^trials: +12 \(\d+ failed\), run 1$", out, re.M)
+    assert re.search(r"^best: +[\d.e+-]+ GFLOP/s \(.* ms\), trial \d+, config [0-9a-f]{16}$", out, re.M)
+    assert re.search(r"^ +C: tiles", out, re.M), "the best config is explained with describe_config"
+    assert re.search(r"^anchor: +NumPy [\d.e+-]+ GFLOP/s; ratio [\d.e+-]+x$", out, re.M)
+    assert re.search(r"^ +BLAS .*kernel=", out, re.M), "the BLAS kernel the anchor ran is on record"
+    assert f"database: {cli.db}" in out
+    assert re.search(r"^time: +build [\d.]+ s, run [\d.]+ s, model [\d.]+ s, search [\d.]+ s", out, re.M)
+    with tuning_db.Database(cli.db) as db:
+        (run,) = db.list_runs()
+        assert (run.status, run.n_records, run.trials_requested, run.tuner) == ("finished", 12, 12, "random")
+        assert len(db.history(run.id)) == 12
+        assert db.best(MATMUL_KEY) is not None
+
+
+def test_anchor_run_restarts_once_without_openblas_overrides(tuned):
+    _, proc = tuned
+    assert proc.stderr.count("note: restarting without OPENBLAS_L2_SIZE") == 1
+
+
+def test_progress_bar_goes_to_stderr(tuned):
+    _, proc = tuned
+    assert "12/12" in proc.stderr
+    assert re.search(r"best [\d.e+-]+ GFLOP/s, errors \d+", proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "12/12" not in proc.stdout
+
+
+def test_op_without_a_fair_numpy_equivalent_says_no_anchor(cli):
+    proc = cli.run("softmax", "--shape", "4,32", "--trials", "4", "--batch-size", "4", "--tuner", "random")
+    assert re.search(r"^anchor: +no anchor: NumPy has no fair equivalent of softmax$", proc.stdout, re.M)
+    with tuning_db.Database(cli.db) as db:
+        (workload,) = db.list_workloads()
+        assert workload.name == "softmax" and workload.n_records == 4
+
+
+def test_database_location_follows_env_then_xdg(cli):
+    env = cli_env(cli.root, AUTOTUNE_DB=str(cli.root / "from-env.db"))
+    proc = cli.run("log", "workloads", db=False, env=env)
+    assert (cli.root / "from-env.db").exists() and proc.stdout.startswith("key")
+    cli.run("log", "workloads", db=False)
+    assert (cli.root / "xdg-cache" / "autotune" / "tuning.db").exists()
