@@ -11,7 +11,8 @@ The pipeline, one step per line of ``lower``:
    into buffer loads, guards for splits that do not divide, a reduction's init nest,
    attached stages and their buffers placed inside the host's loop;
 6. simplify index arithmetic with the loop bounds (drops provably true guards), and
-   turn the remaining tail guards into loop bounds where a whole loop shares one;
+   turn the remaining tail guards into loop bounds where a whole loop shares one, and
+   keep small accumulator tiles in local buffers across reduce loops (register promotion);
 7. verify the result (every variable bound, every buffer declared, loop kinds legal).
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from . import ir
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt, seq
 from .simplify import interval, simplify
+from .promote import promote_accumulators
 from .tail import guards_to_bounds
 from .stage import Fuse, Schedule, ScheduleError, Split, Stage
 from .verify import verify
@@ -67,6 +69,7 @@ def lower(s: Schedule, args, name: str = "kernel") -> LoweredFunc:
             _infer_stage_bounds(s, infos, infos[st])
     body = _root_body(s, infos)
     body = guards_to_bounds(_simplify_stmt(body, {}))
+    body = promote_accumulators(body)
     func = LoweredFunc(name, tuple(params), body)
     verify(func)
     return func
@@ -394,6 +397,11 @@ def _simplify_stmt(stmt: Stmt, bounds) -> Stmt:
     """Simplify every expression with the bounds of the loops around it; drop decided guards."""
     if isinstance(stmt, For):
         extent = simplify(stmt.extent, bounds)
+        if ir.const_int(extent) == 1 and stmt.kind != ir.THREAD_BINDING:
+            # A loop of one iteration is no loop: its variable is 0 (keeps indices plain).
+            zero = Const(0)
+            body = ir.map_stmt(stmt.body, fexpr=lambda e: substitute(e, {stmt.var: zero}))
+            return _simplify_stmt(body, bounds)
         r = interval(extent, bounds)
         inner = dict(bounds)
         if r is not None:

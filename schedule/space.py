@@ -208,8 +208,10 @@ class ConfigSpace:
             if plan.role == MULTI_LEVEL:
                 tiles = ", ".join(f"{iv.name}: {'x'.join(map(str, v[f'{name}.tile.{iv.name}']))}" for iv in plan.op.axis)
                 red = ", ".join(f"{iv.name}: {v[f'{name}.rtile.{iv.name}']}" for iv in plan.op.reduce_axis)
+                pack = v[f"{name}.pack"]
                 lines.append(
-                    f"{name}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; computed at the "
+                    f"{name}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
+                    f"{'no packing' if pack == 'none' else 'packs ' + pack}; computed at the "
                     f"{v[f'{name}.at']}-level loop; {v[f'{name}.parallel']} outer loop(s) fused in parallel; "
                     f"unroll budget {v[f'{name}.unroll']}"
                 )
@@ -248,6 +250,8 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
         knobs.append(Knob(f"{name}.parallel", tuple(range(1, len(op.axis) + 1)),
                           "outer a-level loops fused into the parallel loop"))
         knobs.append(Knob(f"{name}.unroll", UNROLL_STEPS, "unroll budget for the innermost loops"))
+        knobs.append(Knob(f"{name}.pack", ("none",) + tuple(t.name for t in op.input_tensors),
+                          "input copied into a contiguous local tile at the outer reduction loop (packing)"))
     elif plan.role == SIMPLE:
         for n, iv in enumerate(op.axis):
             limit = 4 * lanes if n == len(op.axis) - 1 else 64
@@ -315,6 +319,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
         r0.append(x0)
         r1.append(x1)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3)
+    _pack_input(s, tiled, v[f"{name}.pack"], r0[-1])
     if tiles[-1][2] > 1:
         tiled.vectorize(s3[-1])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
@@ -328,6 +333,16 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
             break
         if extents[id(loop)] > 1:
             tiled.unroll(loop)
+
+
+def _pack_input(s: Schedule, tiled, tensor_name: str, at) -> None:
+    """Copy the tile of input ``tensor_name`` that one outer reduction step reads into a
+    contiguous local buffer (GotoBLAS-style packing; the copy is reused by the S2 loops)."""
+    if tensor_name == "none":
+        return
+    tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
+    packed = s.cache_read(tensor, "local", [tiled])
+    s[packed].compute_at(tiled, at)
 
 
 def _apply_simple(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:

@@ -1,0 +1,139 @@
+"""Register promotion: accumulate a small output tile in a local buffer across reduce loops.
+
+    for k_inner in range(256):                 allocate acc[8, 32] local
+      for i in range(8) (unrolled):            for i, j: acc[i, j] = C.local[s2*8 + i, j]
+        for j in range(32) (vectorized):  ->   for k_inner in range(256):
+          C.local[s2*8 + i, j] += A * B          for i, j: acc[i, j] += A * B
+                                               for i, j: C.local[s2*8 + i, j] = acc[i, j]
+
+When an accumulation ``buf[idx] = buf[idx] (op) value`` sits under reduce loops whose
+variables ``idx`` does not use, inside a small tile of constant-extent loops that
+``idx`` does use (each tile variable alone in one index dimension, so tile points map
+to distinct elements), the tile is loaded once before the reduce loops and stored once
+after. The compiler then keeps the small, fully indexed ``acc`` in registers, which it
+does not do for a tile of a large buffer.
+"""
+from __future__ import annotations
+
+from te.expr import Binary, Const, Expr, Var, free_vars, post_order
+
+from . import ir
+from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, Stmt
+from .simplify import linearize, structural_key
+
+#: Largest tile promoted, in elements (the register file holds 32 x 16 floats).
+MAX_TILE = 512
+_ACCUMULATE = ("add", "min", "max", "mul")
+
+
+def _chain(s: Stmt) -> tuple[list[For], Stmt]:
+    """Perfectly nested loops from ``s`` down, and the statement under them."""
+    loops = []
+    while isinstance(s, For):
+        loops.append(s)
+        s = s.body
+    return loops, s
+
+
+def _accumulation(store: Stmt) -> Expr | None:
+    """The value added in ``buf[idx] = buf[idx] op value``, or None."""
+    if not isinstance(store, BufferStore) or not isinstance(store.value, Binary):
+        return None
+    v = store.value
+    if v.op not in _ACCUMULATE:
+        return None
+    acc = v.a
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer
+            and all(structural_key(x) == structural_key(y) for x, y in zip(acc.indices, store.indices))):
+        return None
+    if any(isinstance(n, BufferLoad) and n.buffer is store.buffer for n in post_order(v.b)):
+        return None
+    return v.b
+
+
+def _tile_dims(store: BufferStore, tile: list[For]) -> list[int] | None:
+    """For each tile loop, the index dimension it appears in alone with coefficient 1."""
+    dims = []
+    for loop in tile:
+        found = None
+        for d, idx in enumerate(store.indices):
+            if loop.var in free_vars(idx):
+                term = linearize(idx).terms.get(structural_key(loop.var))
+                if term is None or term[1] != 1 or found is not None:
+                    return None
+                found = d
+        if found is None or found in dims:
+            return None
+        dims.append(found)
+    return dims
+
+
+def _promote(loop: For) -> Stmt | None:
+    loops, store = _chain(loop)
+    value = _accumulation(store)
+    if value is None:
+        return None
+    used = set().union(*(free_vars(i) for i in store.indices))
+    split = next((n for n, l in enumerate(loops) if l.var in used), None)
+    if split is None or split == 0:
+        return None
+    reduce_loops, tile = loops[:split], loops[split:]
+    if any(l.var in used for l in reduce_loops) or not all(l.var in used for l in tile):
+        return None
+    if any(l.kind not in (ir.SERIAL, ir.UNROLLED) for l in reduce_loops):
+        return None
+    if any(l.kind not in (ir.SERIAL, ir.UNROLLED, ir.VECTORIZED) for l in tile):
+        return None
+    extents = [_max_extent(l.extent) for l in tile]
+    if any(e is None for e in extents) or _prod(extents) > MAX_TILE:
+        return None
+    if _tile_dims(store, tile) is None:
+        return None
+    acc = Buffer(f"{store.buffer.name}.acc", tuple(extents), store.buffer.dtype, "local")
+    acc_idx = tuple(l.var for l in tile)
+    op = store.value.op
+
+    def nest(body: Stmt) -> Stmt:
+        for l in reversed(tile):
+            body = For(l.var, l.extent, l.kind, body, l.thread_tag)
+        return body
+
+    load = nest(BufferStore(acc, acc_idx, BufferLoad(store.buffer, store.indices, store.buffer.dtype)))
+    update = nest(BufferStore(acc, acc_idx, Binary(op, BufferLoad(acc, acc_idx, acc.dtype), value, acc.dtype)))
+    for l in reversed(reduce_loops):
+        update = For(l.var, l.extent, l.kind, update, l.thread_tag)
+    write_back = nest(BufferStore(store.buffer, store.indices, BufferLoad(acc, acc_idx, acc.dtype)))
+    return Allocate(acc, ir.seq(load, update, write_back))
+
+
+def _max_extent(extent: Expr) -> int | None:
+    """A constant extent, or the factor of a tail loop ``min(factor, rest)``."""
+    n = ir.const_int(extent)
+    if n is None and isinstance(extent, Binary) and extent.op == "min":
+        n = ir.const_int(extent.a) or ir.const_int(extent.b)
+    return n
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def promote_accumulators(s: Stmt) -> Stmt:
+    """Apply register promotion at the outermost loop where it fits, everywhere in ``s``."""
+    if isinstance(s, For):
+        if s.kind in (ir.SERIAL, ir.UNROLLED):
+            promoted = _promote(s)
+            if promoted is not None:
+                return promoted
+        return For(s.var, s.extent, s.kind, promote_accumulators(s.body), s.thread_tag)
+    if isinstance(s, ir.Seq):
+        return ir.seq(*[promote_accumulators(x) for x in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, promote_accumulators(s.body))
+    if isinstance(s, ir.IfThenElse):
+        return ir.IfThenElse(s.condition, promote_accumulators(s.then_case),
+                             None if s.else_case is None else promote_accumulators(s.else_case))
+    return s

@@ -1,0 +1,58 @@
+"""Register promotion and one-iteration loops in the lowered IR."""
+from __future__ import annotations
+
+import te
+import schedule
+from schedule import ir
+from sched_helpers import check
+
+
+def _matmul_two_level(M=24, N=40, K=19, s2=(3, 2), s3=(4, 8)):
+    wl = te.create_workload("matmul", M=M, N=N, K=K)
+    A, B, C = wl.args
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    i, j = C.op.axis
+    io, jo, ii, ji = s[C].tile(i, j, s2[0] * s3[0], s2[1] * s3[1])
+    s[CL].compute_at(s[C], jo)
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    ci2, ci3 = s[CL].split(ci, factor=s3[0])
+    cj2, cj3 = s[CL].split(cj, factor=s3[1])
+    ko, ki = s[CL].split(k, factor=4)
+    s[CL].reorder(ko, ci2, cj2, ki, ci3, cj3)
+    s[CL].unroll(ci3)
+    s[CL].vectorize(cj3)
+    return s, wl
+
+
+def _allocations(func):
+    return [x.buffer for x in ir.walk(func.body) if isinstance(x, ir.Allocate)]
+
+
+def test_accumulator_tile_is_promoted_across_the_inner_reduce_loop():
+    s, wl = _matmul_two_level()
+    func = schedule.lower(s, wl.args)
+    acc = [b for b in _allocations(func) if b.name == "C.local.acc"]
+    assert len(acc) == 1 and acc[0].shape == (4, 8) and acc[0].scope == "local"
+    text = str(func)
+    assert "C.local.acc[i_inner, j_inner] = C.local.acc[i_inner, j_inner] + " in text
+    check(s, wl)
+
+
+def test_no_promotion_when_a_tile_loop_reaches_two_elements_of_one_dimension():
+    # D[i] += X[i, j]: the tile loop j does not appear in D's index, so the accumulation
+    # is itself a reduction over the tile and must stay in place.
+    X = te.placeholder((6, 5), name="X")
+    k = te.reduce_axis((0, 5), name="k")
+    D = te.compute((6,), lambda i: te.sum(X[i, k], axis=k), name="D")
+    s = schedule.create_schedule(D)
+    func = schedule.lower(s, [X, D])
+    assert not any(b.name.endswith(".acc") for b in _allocations(func))
+
+
+def test_loops_of_one_iteration_disappear():
+    s, wl = _matmul_two_level(M=8, N=16, K=8, s2=(1, 2), s3=(8, 8))
+    text = str(schedule.lower(s, wl.args))
+    assert "range(1)" not in text
+    check(s, wl)
