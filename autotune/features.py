@@ -545,6 +545,28 @@ def describe(x: np.ndarray, nonzero_only: bool = True) -> str:
 
 # ---------------------------------------------------------------- the cache
 
+#: Fewest new configs worth sending to the worker pool.
+PARALLEL_MIN = 32
+_WORKER_TASKS: dict = {}
+
+
+def _lower_and_extract(job) -> np.ndarray | None:
+    """Pool worker: features of one config (None if it does not lower)."""
+    from schedule.config import Config
+
+    from .task import Task
+
+    name, params, target, config_json = job
+    key = (name, repr(sorted(params.items())), target)
+    task = _WORKER_TASKS.get(key)
+    if task is None:
+        task = _WORKER_TASKS[key] = Task(name, params, target)
+    try:
+        return extract(task.lower(Config.from_json(config_json)))
+    except Exception:  # noqa: BLE001 - a broken config must not stop a search
+        return None
+
+
 
 class FeatureCache:
     """Features per (task, config), lowered and extracted once; LRU beyond ``max_entries``.
@@ -555,8 +577,10 @@ class FeatureCache:
     search must not die on one. ``lower_s``/``extract_s`` accumulate the time spent.
     """
 
-    def __init__(self, max_entries: int = 50_000):
+    def __init__(self, max_entries: int = 50_000, workers: int = 1):
         self.max_entries = max_entries
+        self.workers = workers
+        self._pool = None
         self._data: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self.hits = self.misses = self.failures = 0
         self.lower_s = self.extract_s = 0.0
@@ -594,10 +618,45 @@ class FeatureCache:
         return x
 
     def get_many(self, task, configs) -> np.ndarray:
-        """Features of ``configs`` as a (len(configs), FEATURE_DIM) array."""
+        """Features of ``configs`` as a (len(configs), FEATURE_DIM) array.
+
+        Lowering is the cost (milliseconds per config); when many configs are new and
+        ``workers`` > 1, they are lowered and extracted in a pool of forked processes.
+        """
         if not configs:
             return np.zeros((0, FEATURE_DIM), dtype=np.float32)
+        missing = [c for c in dict.fromkeys(configs) if (task.key, task.target, c.hash) not in self._data]
+        if self.workers > 1 and len(missing) >= PARALLEL_MIN:
+            self._extract_in_pool(task, missing)
         return np.stack([self.get(task, c) for c in configs])
+
+    def _extract_in_pool(self, task, configs) -> None:
+        t0 = time.perf_counter()
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # fork: children inherit the registered workloads (also user ones) and need no
+            # re-import; they only lower and extract, never run OpenMP code.
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+        jobs = [(task.workload_name, task.params, task.target, c.to_json()) for c in configs]
+        chunk = max(1, len(jobs) // (4 * self.workers))
+        for config, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):
+            if x is None:
+                self.failures += 1
+                x = np.zeros(FEATURE_DIM, dtype=np.float32)
+            x.setflags(write=False)
+            self._data[(task.key, task.target, config.hash)] = x
+        self.misses += len(configs)
+        self.lower_s += time.perf_counter() - t0
+        while len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+
+    def close(self) -> None:
+        """Stop the worker pool (if one was started)."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
     def feature_fn(self, task):
         """``config -> features`` for ``task``: what ``XGBTuner`` takes."""

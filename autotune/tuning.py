@@ -12,6 +12,7 @@ what the database holds for this task and target and measures only the rest.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -101,8 +102,9 @@ def tune(
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     t_start = time.perf_counter()
-    features = FeatureCache()
-    search = make_tuner(tuner, task.space, seed=seed, feature_fn=lambda c: features.get(task, c))
+    features = FeatureCache(workers=builder.n_workers if builder else (os.cpu_count() or 1))
+    search = make_tuner(tuner, task.space, seed=seed, feature_fn=lambda c: features.get(task, c),
+                        features_many=lambda cs: features.get_many(task, cs))
     builder = builder or LocalBuilder(timeout=max(60.0, timeout))
     own_runner = runner is None
     runner = runner or LocalRunner(timeout=timeout, seed=seed)
@@ -153,6 +155,7 @@ def tune(
             db.finish_run(run_id, status)
         if own_runner:
             runner.close()
+        features.close()
         timings["model_s"] = getattr(search, "model_s", 0.0)
         timings["search_s"] = getattr(search, "search_s", 0.0) + features.seconds
         timings["total_s"] = time.perf_counter() - t_start

@@ -16,11 +16,12 @@ from .xgb_tuner import XGBTuner
 TUNERS = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner, "xgb": XGBTuner}
 
 
-def make_tuner(name: str, space, seed: int = 0, feature_fn=None, **kw) -> Tuner:
+def make_tuner(name: str, space, seed: int = 0, feature_fn=None, features_many=None, **kw) -> Tuner:
     """The tuner called ``name`` ("random", "grid", "ga", "xgb") over ``space``.
 
     ``feature_fn`` (config -> features) is required by "xgb" and ignored by the
-    others; other keywords go to the tuner's constructor.
+    others, as is the optional batched ``features_many`` (configs -> array); other
+    keywords go to the tuner's constructor.
     """
     cls = TUNERS.get(name)
     if cls is None:
@@ -29,7 +30,7 @@ def make_tuner(name: str, space, seed: int = 0, feature_fn=None, **kw) -> Tuner:
         if feature_fn is None:
             raise ValueError("the 'xgb' tuner needs feature_fn (config -> features), "
                              "e.g. FeatureCache().feature_fn(task)")
-        return XGBTuner(space, feature_fn, seed=seed, **kw)
+        return XGBTuner(space, feature_fn, seed=seed, features_many=features_many, **kw)
     return cls(space, seed=seed, **kw)
 
 

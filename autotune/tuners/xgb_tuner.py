@@ -51,13 +51,15 @@ class XGBTuner(Tuner):
     def __init__(self, space, feature_fn: Callable[[Config], np.ndarray], seed: int = 0,
                  plan_size: int = 64, eps_random: float = 0.05, model: XGBCostModel | None = None,
                  population: int = 128, generations: int = 3, min_train: int | None = None,
-                 crossover_prob: float = 0.5):
+                 crossover_prob: float = 0.5,
+                 features_many: Callable[[list[Config]], np.ndarray] | None = None):
         super().__init__(space, seed)
         if feature_fn is None:
             raise ValueError("XGBTuner needs a feature_fn(config) -> features")
         if not 0.0 <= eps_random <= 1.0:
             raise ValueError(f"eps_random must be in [0, 1], got {eps_random}")
         self.feature_fn = feature_fn
+        self.features_many = features_many  # optional batched feature_fn (e.g. a parallel FeatureCache)
         self.model = model if model is not None else XGBCostModel(seed=seed)
         self.plan_size = plan_size
         self.eps_random = eps_random
@@ -122,7 +124,10 @@ class XGBTuner(Tuner):
         if not configs:
             return np.zeros(0)
         t0 = time.perf_counter()
-        x = np.stack([np.asarray(self.feature_fn(c), dtype=np.float32) for c in configs])
+        if self.features_many is not None:
+            x = np.asarray(self.features_many(configs), dtype=np.float32)
+        else:
+            x = np.stack([np.asarray(self.feature_fn(c), dtype=np.float32) for c in configs])
         t1 = time.perf_counter()
         scores = self.model.predict(x)
         self.feature_s += t1 - t0
