@@ -26,7 +26,7 @@ class TimingOptions:
     min_time: float = 0.1
     min_repeats: int = 3
     max_repeats: int = 20
-    slow_factor: float = 10.0
+    slow_factor: float = 3.0
 
 
 class LocalRunner:
