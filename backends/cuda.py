@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from te import dtypes
 from te.errors import TEError
 from schedule import ir
-from schedule.gpu_passes import GPUError, GPULimits, GPUProgram, lower_gpu
+from schedule.gpu_passes import GPUError, GPULimits, GPUProgram, lower_gpu  # noqa: F401 (GPUError re-exported)
 from schedule.ir import Buffer, For, LoweredFunc
 
 from . import nvrtc
@@ -192,6 +192,8 @@ def build_cuda_candidate(s, args=None, *, limits: GPULimits = GPULimits(), arch:
     """
     from schedule import lower
 
+    if not nvrtc.available():  # the environment's fault, not the candidate's: say so loudly
+        raise NVRTCError("NVRTC is not installed: pip install -e '.[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc)")
     try:
         func = lower(s, args, name=name) if args is not None else s
         program = lower_program(func)
@@ -241,13 +243,23 @@ class CUDAModule:
     launch (so a NumPy call includes two transfers; time with CuPy arrays).
     """
 
-    def __init__(self, program: GPUProgram, source: str):
+    def __init__(self, program: GPUProgram, source: str, cubin: bytes | None = None):
         import cupy
 
         self.program = program
         self.func = program  # what other modules expose as .func
         self.source = source
-        self._module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
+        self._files = None
+        if cubin is None:  # CuPy compiles with NVRTC for this device (and caches on disk)
+            self._module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
+        else:  # compiled already (e.g. by compile_ptx in a worker process)
+            import tempfile
+
+            self._files = tempfile.TemporaryDirectory(prefix="autotune-cubin-")
+            path = f"{self._files.name}/kernel.cubin"
+            with open(path, "wb") as fh:
+                fh.write(cubin)
+            self._module = cupy.RawModule(path=path)
         self._kernels = [self._module.get_function(k.name) for k in program.kernels]
         self._workspace = None
         self._written = {s.buffer for k in program.kernels for s in ir.walk(k.body)
@@ -278,20 +290,20 @@ class CUDAModule:
         device, copy_back = [], []
         for n, (arr, buf) in enumerate(zip(arrays, params)):
             where = f"argument {n} ({buf.name})"
+            if not isinstance(arr, (np.ndarray, cupy.ndarray)):
+                raise ValueError(f"{where}: expected a cupy.ndarray or numpy.ndarray, got {type(arr).__name__}")
             if tuple(arr.shape) != tuple(buf.shape):
                 raise ValueError(f"{where}: expected shape {buf.shape}, got {tuple(arr.shape)}")
             if arr.dtype != dtypes.numpy_dtype(buf.dtype):
                 raise ValueError(f"{where}: expected dtype {buf.dtype}, got {arr.dtype}")
-            if isinstance(arr, np.ndarray):
-                d = cupy.asarray(np.ascontiguousarray(arr))
+            if not arr.flags.c_contiguous:
+                raise ValueError(f"{where}: array must be C-contiguous")
+            if isinstance(arr, np.ndarray):  # copied to the device (and back, if written)
+                d = cupy.asarray(arr)
                 if buf in self._written:
                     copy_back.append((d, arr))
-            elif isinstance(arr, cupy.ndarray):
-                if not arr.flags.c_contiguous:
-                    raise ValueError(f"{where}: array must be C-contiguous (cupy.ascontiguousarray)")
-                d = arr
             else:
-                raise ValueError(f"{where}: expected a cupy.ndarray or numpy.ndarray, got {type(arr).__name__}")
+                d = arr
             device.append(d)
         return device, copy_back
 
@@ -325,9 +337,13 @@ class CUDAModule:
         return f"CUDAModule({self.program.name}, {len(self.program.kernels)} kernel(s))"
 
 
-def build(func: LoweredFunc | GPUProgram) -> CUDAModule:
-    """Compile ``func`` for the GPU (CuPy/NVRTC) and return the callable module."""
+def build(func: LoweredFunc | GPUProgram, cubin: bytes | None = None) -> CUDAModule:
+    """Compile ``func`` for the GPU (CuPy/NVRTC) and return the callable module.
+
+    ``cubin``: the kernels already compiled for this device (``compile_ptx(source,
+    default_arch()).cubin``, e.g. from a pool of worker processes), loaded instead.
+    """
     program = lower_program(func)
     source = generate_source(program)
     _require_gpu()
-    return CUDAModule(program, source)
+    return CUDAModule(program, source, cubin)

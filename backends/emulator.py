@@ -27,13 +27,12 @@ the manner of MCUDA, then the CPU backend's printer and gcc:
 
 Threads run serially, so a missing barrier *before* a shared-memory fetch in a loop
 (write after read) is not visible here; ``schedule.gpu_passes.insert_barriers`` places it,
-and ``missing_barriers`` re-checks any kernel for it statically.
+and ``schedule.gpu_passes.missing_barriers`` re-checks any kernel for it statically.
 """
 from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -237,15 +236,10 @@ def emulate_program(program: GPUProgram) -> LoweredFunc:
 # ---------------------------------------------------------------- compiling and running
 
 
-@dataclass
-class _EmuDialect(Dialect):
-    """Plain C, every index bounds-checked."""
-
-
 def generate_source(program: GPUProgram) -> str:
+    """The C translation unit of the emulation: plain C, every index bounds-checked."""
     func = emulate_program(program)
-    dialect = _EmuDialect(index_check="at_check")
-    helpers, body = CSourcePrinter(dialect).function(func)
+    helpers, body = CSourcePrinter(Dialect(index_check="at_check")).function(func)
     return "\n".join(part for part in (PREAMBLE, helpers, body) if part) + "\n"
 
 

@@ -155,7 +155,10 @@ class _CtypesNVRTC:
 
 def _wheel_library() -> str | None:
     """``libnvrtc.so*`` from the nvidia-cuda-nvrtc wheel (``nvidia/cu13/lib`` or ``nvidia/cuda_nvrtc/lib``)."""
-    spec = importlib.util.find_spec("nvidia")
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
     roots = list(spec.submodule_search_locations or []) if spec is not None else []
     for root in roots:
         for pattern in ("cu*/lib/libnvrtc.so*", "cuda_nvrtc/lib/libnvrtc.so*"):
@@ -176,7 +179,7 @@ def _library(prefer: str = "cupy"):
             path = _wheel_library()
             if path:
                 return _CtypesNVRTC(path)
-        except (ImportError, OSError, AttributeError):
+        except (ImportError, OSError, AttributeError, ValueError):
             continue
     return None
 

@@ -9,14 +9,18 @@ The pipeline, one line per pass (each returns a new tree):
 1. ``split_kernels``          each top-level statement (a root stage's loop nest) becomes one
                               kernel, launched in order; global temporaries between them become
                               workspace parameters, because a kernel cannot allocate global memory;
-2. ``inject_virtual_threads`` a ``vthread`` loop moves down to the statements that use it (as small
+2. ``constant_trip_loops``    a tail loop ``for v in range(min(c, rest))`` becomes ``for v in
+                              range(c): if v < rest`` and loops of extent 1 disappear, so every
+                              unrolled loop has a constant trip count (NVVM otherwise unrolls
+                              runtime-bounded loops into remainder code and takes minutes);
+3. ``inject_virtual_threads`` a ``vthread`` loop moves down to the statements that use it (as small
                               unrolled loops), local buffers under it get a vthread dimension, and
                               what does not use it (the shared-memory fetch) runs once for all;
-3. ``insert_barriers``        a block-wide barrier where shared memory that threads wrote is read
+4. ``insert_barriers``        a block-wide barrier where shared memory that threads wrote is read
                               (read after write), and at the top of a loop whose body reads what
                               its next iteration overwrites (write after read across iterations);
-4. ``launch_dims``            gridDim / blockDim per tag: the largest extent bound to that tag;
-5. ``verify_kernel``          nested thread loops fit their enclosing ones, barriers sit only in
+5. ``launch_dims``            gridDim / blockDim per tag: the largest extent bound to that tag;
+6. ``verify_kernel``          nested thread loops fit their enclosing ones, barriers sit only in
                               control flow that is the same for every thread of a block.
 
 What a thread-bound loop means inside a kernel: ``for t in range(n) (threadIdx.x)`` is "t is this
@@ -129,6 +133,7 @@ def lower_gpu(func: LoweredFunc) -> GPUProgram:
     kernels = []
     for n, body in enumerate(bodies):
         name = func.name if len(bodies) == 1 else f"{func.name}_{n}"
+        body = constant_trip_loops(body)
         body = inject_virtual_threads(body)
         body = insert_barriers(body)
         kernel = GPUKernel(name, body, launch_dims(body))
@@ -174,9 +179,16 @@ def _has_shared_alloc(s: Stmt) -> bool:
     return any(isinstance(n, Allocate) and n.buffer.scope == "shared" for n in ir.walk(s))
 
 
-def subst_stmt(s: Stmt, mapping: dict) -> Stmt:
-    """``s`` with variables replaced in every expression."""
-    return ir.map_stmt(s, fexpr=lambda e: substitute(e, mapping))
+def subst_stmt(s: Stmt, mapping: dict, simplify: bool = False) -> Stmt:
+    """``s`` with variables replaced in every expression (and the changed ones simplified)."""
+    if not simplify:
+        return ir.map_stmt(s, fexpr=lambda e: substitute(e, mapping))
+
+    def fexpr(e: Expr) -> Expr:
+        new = substitute(e, mapping)
+        return new if new is e else _simplify(new)
+
+    return ir.map_stmt(s, fexpr=fexpr)
 
 
 def retarget(s: Stmt, old: Buffer, new: Buffer, lead: tuple[Expr, ...]) -> Stmt:
@@ -220,14 +232,54 @@ def split_kernels(func: LoweredFunc) -> tuple[list[Buffer], list[Stmt]]:
             )
         workspace.append(body.buffer)
         body = body.body
-    stmts = list(body.stmts) if isinstance(body, ir.Seq) else [body]
-    for s in stmts:
-        if _has(s, Allocate) and any(isinstance(n, Allocate) and n.buffer in workspace for n in ir.walk(s)):
-            raise GPUError("a global buffer is allocated twice")  # never produced by lower()
-    return workspace, stmts
+    return workspace, list(body.stmts) if isinstance(body, ir.Seq) else [body]
 
 
-# ---------------------------------------------------------------- 2. virtual threads
+# ---------------------------------------------------------------- 2. constant trip counts
+
+
+def constant_trip_loops(s: Stmt) -> Stmt:
+    """Tail bounds back into guards, unit loops removed (thread-bound loops untouched)."""
+    from te.expr import Binary
+
+    def fstmt(node: Stmt):
+        if not isinstance(node, For) or node.kind == ir.THREAD_BINDING:
+            return None
+        n = ir.const_int(node.extent)
+        if n is None and isinstance(node.extent, Binary) and node.extent.op == "min":
+            a, b = node.extent.a, node.extent.b
+            c, rest = (a, b) if ir.const_int(a) is not None else (b, a)
+            n = ir.const_int(c)
+            if n is not None:
+                body = IfThenElse(_simplify(node.var < rest), node.body)
+                node = For(node.var, c, node.kind, body, node.thread_tag)
+        if n == 1:
+            return _drop_unit_guard(subst_stmt(node.body, {node.var: 0}, simplify=True))
+        return node
+
+    return ir.map_stmt(s, fstmt)
+
+
+def _simplify(e: Expr) -> Expr:
+    from .simplify import simplify
+
+    return simplify(e)
+
+
+def _drop_unit_guard(s: Stmt) -> Stmt:
+    """A guard that became a constant after substitution goes away (or takes its branch)."""
+    if isinstance(s, IfThenElse):
+        cond = _simplify(s.condition)
+        c = cond.value if isinstance(cond, ir.Const) else None
+        if c is True:
+            return s.then_case
+        if c is False:
+            return s.else_case if s.else_case is not None else ir.seq()
+        return IfThenElse(cond, s.then_case, s.else_case)
+    return s
+
+
+# ---------------------------------------------------------------- 3. virtual threads
 
 
 class _CannotInject(Exception):
@@ -250,7 +302,7 @@ def _inject(loop: For) -> Stmt:
     if n is None:
         raise GPUError(f"vthread loop {loop.var.name!r} needs a constant extent")
     if n == 1:
-        return subst_stmt(loop.body, {loop.var: 0})
+        return subst_stmt(loop.body, {loop.var: 0}, simplify=True)
     try:
         return _VThread(loop.var, n).push(loop.body)
     except _CannotInject:
@@ -298,7 +350,7 @@ class _VThread:
         return s
 
 
-# ---------------------------------------------------------------- 3. barriers
+# ---------------------------------------------------------------- 4. barriers
 
 # A sync state: shared buffers written and read since the last barrier.
 _State = tuple[frozenset, frozenset]
@@ -396,7 +448,17 @@ def _sync(s: Stmt, state: _State) -> tuple[Stmt, _State]:
     return s, state
 
 
-# ---------------------------------------------------------------- 4. launch
+def missing_barriers(body: Stmt) -> int:
+    """How many barriers ``insert_barriers`` would add to ``body``: 0 for a kernel whose shared
+    memory is synchronised (the pass is idempotent), more for one that lost a barrier."""
+
+    def count(s: Stmt) -> int:
+        return sum(isinstance(n, Barrier) for n in ir.walk(s))
+
+    return count(insert_barriers(body)) - count(body)
+
+
+# ---------------------------------------------------------------- 5. launch
 
 
 def launch_dims(s: Stmt) -> dict:
@@ -413,7 +475,7 @@ def launch_dims(s: Stmt) -> dict:
     return launch
 
 
-# ---------------------------------------------------------------- 5. checks
+# ---------------------------------------------------------------- 6. checks
 
 
 def verify_kernel(kernel: GPUKernel) -> None:

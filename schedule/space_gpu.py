@@ -51,8 +51,9 @@ from .space import ConfigSpace, _split_levels, _unique_names, factor_candidates
 from .stage import Schedule, create_schedule
 
 SKETCH_VERSION = "cuda-v1"
-#: Unroll budgets (Ansor's auto_unroll_max_step choices for CUDA).
-UNROLL_STEPS = (0, 16, 64, 512, 1500)
+#: Unroll budgets (Ansor's auto_unroll_max_step choices for CUDA), in statements of the
+#: unrolled body counting the virtual threads (each is one more unrolled copy).
+UNROLL_STEPS = (0, 16, 64, 512, 1024)
 #: Threads per block tried for simple stages.
 THREAD_STEPS = (32, 64, 128, 256, 512, 1024)
 #: Largest per-thread spatial tile level (S3 or S4) and vthread factor per axis.
@@ -254,6 +255,9 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
     levels = [_split_levels(owner, iv, [t[0], t[1], t[2] * t[3]]) for iv, t in zip(owner.op.axis, tiles)]
     blocks, vthreads, threads, inner = ([lv[n] for lv in levels] for n in range(4))
     owner.reorder(*blocks, *vthreads, *threads, *inner)
+    # The copy-out reads the accumulators at constant indices only when its loops unroll.
+    _unroll_inner(owner, [(x, t[2] * t[3]) for x, t in zip(inner, tiles)][::-1], v[f"{name}.unroll"],
+                  body=math.prod(t[0] for t in tiles))
     owner.bind(owner.fuse(*blocks), "blockIdx.x")
     owner.bind(owner.fuse(*vthreads), "vthread")
     thread_loop = owner.fuse(*threads)
@@ -275,7 +279,8 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
     _unroll_inner(tiled, [(x, t[3]) for x, t in zip(s4, tiles)][::-1]
                   + [(x, rt[1]) for x, rt in zip(r2, rtiles)][::-1]
                   + [(x, t[2]) for x, t in zip(s3, tiles)][::-1]
-                  + [(x, rt[0]) for x, rt in zip(r1, rtiles)][::-1], v[f"{name}.unroll"])
+                  + [(x, rt[0]) for x, rt in zip(r1, rtiles)][::-1], v[f"{name}.unroll"],
+                  body=math.prod(t[0] for t in tiles))
     # Cooperative fetch of each staged input at the last R0 loop.
     n_threads = math.prod(t[1] for t in tiles)
     for stage in shared:
@@ -285,9 +290,8 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
         stage.bind(thread, "threadIdx.x")
 
 
-def _unroll_inner(stage, loops: list, budget: int) -> None:
+def _unroll_inner(stage, loops: list, budget: int, body: int = 1) -> None:
     """Unroll ``loops`` (innermost first, with their extents) while the unrolled body stays within ``budget``."""
-    body = 1
     for loop, extent in loops:
         body *= extent
         if body > budget:
