@@ -63,7 +63,7 @@ def main() -> None:
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3 * np.sqrt(n))
     ptrs = [x.ctypes.data for x in (a, b, c)]
-    t, _ = anchor.median_seconds(lambda: f.call_unchecked(ptrs))
+    t = anchor.median_seconds(lambda: f.call_unchecked(ptrs))
     ours = wl.flops / t / 1e9
     ref = anchor.numpy_matmul_gflops(n, n, n)
     print(f"BLAS: {anchor.blas_description()}")
