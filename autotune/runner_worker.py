@@ -1,7 +1,8 @@
 """The measuring process: loads compiled kernels, verifies them, times them.
 
-It runs apart from the tuner (started with ``spawn``), so a kernel that crashes or
-hangs takes only this process down; ``runner.LocalRunner`` notices, records the trial
+It runs apart from the tuner (``python -m autotune.runner_worker``, started by
+``runner.LocalRunner`` with two pipes), so a kernel that crashes or hangs takes only
+this process down; ``runner.LocalRunner`` notices, records the trial
 and starts a new one. Messages over a pipe:
 
     ("setup", workload_name, params, seed)  -> ("ready", None)
