@@ -550,6 +550,13 @@ PARALLEL_MIN = 32
 _WORKER_TASKS: dict = {}
 
 
+def _ignore_sigint() -> None:
+    """Pool workers leave Ctrl-C to the tuner, which shuts the pool down."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _lower_and_extract(job) -> np.ndarray | None:
     """Pool worker: features of one config (None if it does not lower)."""
     from schedule.config import Config
@@ -638,7 +645,8 @@ class FeatureCache:
 
             # fork: children inherit the registered workloads (also user ones) and need no
             # re-import; they only lower and extract, never run OpenMP code.
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_ignore_sigint)
         jobs = [(task.workload_name, task.params, task.target, c.to_json()) for c in configs]
         chunk = max(1, len(jobs) // (4 * self.workers))
         for config, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):

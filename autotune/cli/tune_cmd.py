@@ -128,15 +128,21 @@ def make_op_command(op: str) -> click.Command:
 
 @contextmanager
 def _sigterm_as_interrupt():
-    """SIGTERM stops a run like Ctrl-C: the batch in flight is dropped, the run marked interrupted."""
+    """SIGTERM stops a run like Ctrl-C: the batch in flight is dropped, the run marked interrupted.
+
+    SIGINT gets Python's KeyboardInterrupt handler explicitly: a process started in the
+    background of a script inherits SIGINT as ignored, and Python keeps it ignored.
+    """
     def handler(signum, frame):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handler)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def measure_anchor(task) -> dict:
