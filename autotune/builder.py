@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from backends import cpu
+from schedule.config import ConfigError
 from te.errors import TEError
 
 from .measure import COMPILE_ERROR, INVALID, OK, TIMEOUT, BuildResult, MeasureInput
@@ -31,16 +32,14 @@ class LocalBuilder:
         results: list[BuildResult | None] = [None] * len(inputs)
         sources: dict[str, str] = {}
         pending: dict[str, list[int]] = {}
-        started: dict[int, float] = {}
+        codegen_s: dict[int, float] = {}
         for n, inp in enumerate(inputs):
             t0 = time.perf_counter()
-            started[n] = t0
-            reason = inp.task.space.check(inp.config)
-            if reason is not None:
-                results[n] = BuildResult(INVALID, error=reason)
-                continue
             try:
-                source = cpu.generate_source(inp.task.lower(inp.config))
+                source = cpu.generate_source(inp.task.lower(inp.config))  # lowering checks the config first
+            except ConfigError as exc:
+                results[n] = BuildResult(INVALID, error=str(exc))
+                continue
             except (TEError, NotImplementedError, cpu.BuildError) as exc:
                 results[n] = BuildResult(COMPILE_ERROR, error=f"{type(exc).__name__}: {exc}",
                                          build_s=time.perf_counter() - t0)
@@ -48,13 +47,13 @@ class LocalBuilder:
             key = hashlib.sha256(source.encode()).hexdigest()[:24]
             sources[key] = source
             pending.setdefault(key, []).append(n)
-            started[n] = time.perf_counter() - t0  # codegen time, added to the compile time below
+            codegen_s[n] = time.perf_counter() - t0  # added to the compile time below
         with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
             futures = {key: pool.submit(self._compile, sources[key]) for key in pending}
             for key, future in futures.items():
                 status, artifact, error, seconds = future.result()
                 for n in pending[key]:
-                    results[n] = BuildResult(status, artifact, key, error, build_s=started[n] + seconds)
+                    results[n] = BuildResult(status, artifact, key, error, build_s=codegen_s[n] + seconds)
         return results  # type: ignore[return-value]
 
     def _compile(self, source: str):

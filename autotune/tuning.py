@@ -12,7 +12,6 @@ what the database holds for this task and target and measures only the rest.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -102,10 +101,10 @@ def tune(
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     t_start = time.perf_counter()
-    features = FeatureCache(workers=builder.n_workers if builder else (os.cpu_count() or 1))
+    builder = builder or LocalBuilder(timeout=max(60.0, timeout))
+    features = FeatureCache(workers=builder.n_workers)
     search = make_tuner(tuner, task.space, seed=seed, feature_fn=lambda c: features.get(task, c),
                         features_many=lambda cs: features.get_many(task, cs))
-    builder = builder or LocalBuilder(timeout=max(60.0, timeout))
     own_runner = runner is None
     runner = runner or LocalRunner(timeout=timeout, seed=seed)
     result = TuneResult(task)

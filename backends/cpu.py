@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from te import dtypes
-from te.expr import Binary
 from schedule import ir
 from schedule.ir import For, LoweredFunc
 
@@ -53,9 +52,7 @@ class CPUDialect(Dialect):
         if loop.kind == ir.VECTORIZED:
             return ["#pragma omp simd"]
         if loop.kind == ir.UNROLLED:
-            n = ir.const_int(loop.extent)
-            if n is None and isinstance(loop.extent, Binary) and loop.extent.op == "min":
-                n = ir.const_int(loop.extent.a) or ir.const_int(loop.extent.b)  # a tail loop: min(factor, rest)
+            n = ir.max_trip_count(loop.extent)
             return [f"#pragma GCC unroll {min(n, 65534)}"] if n else []
         if loop.kind == ir.THREAD_BINDING:
             raise BuildError(

@@ -134,3 +134,54 @@ class KnobSet:
         names = [k.name for k in self.knobs]
         for combo in itertools.product(*(k.candidates for k in self.knobs)):
             yield Config(self.sketch, dict(zip(names, combo)))
+
+
+class SearchSpace:
+    """The set operations every space of configs shares, over its ``knobs`` (a KnobSet).
+
+    A config is valid when it fits the knobs and ``problem(config)`` (the subclass's own
+    limits) finds nothing wrong; sampling, mutation and enumeration follow from that.
+    """
+
+    knobs: KnobSet
+
+    def problem(self, config: Config) -> str | None:
+        """Why a config that fits the knobs is still invalid here (None: it is valid)."""
+        return None
+
+    @property
+    def size(self) -> int:
+        """Number of knob combinations (valid and invalid)."""
+        return self.knobs.size
+
+    def check(self, config: Config) -> str | None:
+        """None if ``config`` is valid here, else the reason it is not (before any build)."""
+        try:
+            self.knobs.check(config)
+        except ConfigError as exc:
+            return str(exc)
+        return self.problem(config)
+
+    def estimated_valid_size(self, samples: int = 2000, seed: int = 0) -> int:
+        """``size`` times the fraction of uniformly sampled configs that pass ``check``."""
+        rng = random.Random(seed)
+        ok = sum(self.check(self.knobs.sample(rng)) is None for _ in range(samples))
+        return round(self.size * ok / samples)
+
+    def sample(self, rng: random.Random, max_tries: int = 1000) -> Config:
+        """A uniformly random *valid* config."""
+        for _ in range(max_tries):
+            config = self.knobs.sample(rng)
+            if self.check(config) is None:
+                return config
+        raise ConfigError("could not sample a valid config; the space's limits reject nearly everything")
+
+    def mutate(self, config: Config, rng: random.Random) -> Config:
+        return self.knobs.mutate(config, rng)
+
+    def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
+        return self.knobs.crossover(a, b, rng)
+
+    def enumerate(self):
+        """Every valid config in a fixed order (for grid search)."""
+        return (c for c in self.knobs.enumerate() if self.check(c) is None)

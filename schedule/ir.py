@@ -180,6 +180,15 @@ def const_int(e: Expr) -> int | None:
     return e.value if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool) else None
 
 
+def max_trip_count(extent: Expr) -> int | None:
+    """A loop's constant extent, or the factor of a tail loop ``min(factor, rest)``
+    (schedule/tail.py makes those): the most iterations it runs. None if unknown."""
+    n = const_int(extent)
+    if n is None and getattr(extent, "op", None) == "min":
+        n = const_int(extent.a) or const_int(extent.b)
+    return n
+
+
 @dataclass(frozen=True, eq=False)
 class LoweredFunc:
     """The result of lowering: a kernel's parameters and body."""

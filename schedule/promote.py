@@ -15,7 +15,7 @@ does not do for a tile of a large buffer.
 """
 from __future__ import annotations
 
-from te.expr import Binary, Const, Expr, Var, free_vars, post_order
+from te.expr import Binary, Expr, free_vars, post_order
 
 from . import ir
 from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, Stmt
@@ -84,7 +84,7 @@ def _promote(loop: For) -> Stmt | None:
         return None
     if any(l.kind not in (ir.SERIAL, ir.UNROLLED, ir.VECTORIZED) for l in tile):
         return None
-    extents = [_max_extent(l.extent) for l in tile]
+    extents = [ir.max_trip_count(l.extent) for l in tile]
     if any(e is None for e in extents) or _prod(extents) > MAX_TILE:
         return None
     if _tile_dims(store, tile) is None:
@@ -104,14 +104,6 @@ def _promote(loop: For) -> Stmt | None:
         update = For(l.var, l.extent, l.kind, update, l.thread_tag)
     write_back = nest(BufferStore(store.buffer, store.indices, BufferLoad(acc, acc_idx, acc.dtype)))
     return Allocate(acc, ir.seq(load, update, write_back))
-
-
-def _max_extent(extent: Expr) -> int | None:
-    """A constant extent, or the factor of a tail loop ``min(factor, rest)``."""
-    n = ir.const_int(extent)
-    if n is None and isinstance(extent, Binary) and extent.op == "min":
-        n = ir.const_int(extent.a) or ir.const_int(extent.b)
-    return n
 
 
 def _prod(xs) -> int:

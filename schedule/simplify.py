@@ -17,7 +17,7 @@ from typing import Dict, Optional, Tuple
 
 from te import dtypes
 from te.expr import (
-    Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Reduce, Select, TensorRead, Var,
+    Binary, Cast, Compare, Const, Expr, Logical, Not, Select, Var,
     post_order, rebuild,
 )
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import Call, Reduce, TensorRead, Var, post_order
-from te.tensor import ComputeOp, PlaceholderOp, Tensor
+from te.expr import Call, TensorRead, Var, post_order
+from te.tensor import ComputeOp, Tensor
 from te.dag import topological_order
 
 INLINE = "inline"
@@ -54,21 +54,6 @@ class Sketch:
 
     def plan_of(self, op) -> StagePlan:
         return next(p for p in self.plans if p.op is op)
-
-    def describe(self) -> str:
-        lines = []
-        for p in self.plans:
-            if p.role == MULTI_LEVEL:
-                how = f"fused into {p.owner.name}" if p.owner is not None else "accumulated in a cache_write local tile"
-                lines.append(f"{p.name}: multi-level tiling S1 R0 S2 R1 S3, {how}")
-            elif p.role == FUSED:
-                lines.append(f"{p.name}: owns the tiles of {p.produces.name} (epilogue fused at its a/b loops)")
-            elif p.role == INLINE:
-                lines.append(f"{p.name}: inlined into its readers")
-            else:
-                kind = "reduction" if p.op.is_reduction else "element-wise"
-                lines.append(f"{p.name}: simple {kind} (parallel outer loops, vectorized inner loop)")
-        return "\n".join(lines)
 
 
 def _has_expensive_math(op: ComputeOp) -> bool:

@@ -2,7 +2,7 @@
 
     space = ConfigSpace.from_workload(te.create_workload("matmul", M=64, N=64, K=64))
     print(space.describe())                 # the sketch and its knobs
-    config = space.sample(random.Random(0)) # a Config: plain, JSON-able decisions
+    config = space.sample(rng)              # a Config: plain, JSON-able decisions
     space.check(config)                     # None, or why the config is invalid
     s, args = space.apply(config)           # a fresh Schedule, ready to lower/build
 
@@ -15,13 +15,13 @@ the lowering guards the tails, so prime and odd shapes still get real tilings.
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from typing import ClassVar
 
 from te import dtypes
 from te.tensor import ComputeOp, Tensor
 
-from .config import Config, ConfigError, Knob, KnobSet
+from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
@@ -81,8 +81,13 @@ def _unique_names(ops: list[ComputeOp]) -> dict[ComputeOp, str]:
 
 
 @dataclass
-class ConfigSpace:
-    """All schedules of one DAG on the CPU: one sketch, its knobs, and replay."""
+class ConfigSpace(SearchSpace):
+    """All schedules of one DAG on the CPU: one sketch, its knobs, and replay.
+
+    ``ConfigSpace.from_tensors(..., target="cuda")`` gives the GPU subclass
+    (``schedule.space_gpu``), which overrides the per-role hooks below
+    (``_knobs_for``, ``_plan_problem``, ``_apply_plan``, ``_describe_plan``).
+    """
 
     inputs: list[Tensor]
     outputs: list[Tensor]
@@ -90,87 +95,84 @@ class ConfigSpace:
     knobs: KnobSet
     names: dict
 
+    sketch_version: ClassVar[str] = SKETCH_VERSION
+
     @classmethod
     def from_workload(cls, workload, target: str = "cpu") -> "ConfigSpace":
         return cls.from_tensors(workload.inputs, workload.outputs, target)
 
     @classmethod
     def from_tensors(cls, inputs, outputs, target: str = "cpu") -> "ConfigSpace":
-        if target == "cuda":
+        if target == "cuda" and cls is ConfigSpace:
             from .space_gpu import GPUConfigSpace  # the GPU sketches ("cuda-v1")
 
             return GPUConfigSpace.from_tensors(inputs, outputs, target)
-        if target != "cpu":
+        if target not in ("cpu", "cuda"):
             raise ConfigError(f"no schedule space for target {target!r} (use 'cpu' or 'cuda')")
         outputs = list(outputs)
         sketch = derive_sketch(outputs)
         names = _unique_names([p.op for p in sketch.plans])
         knobs: list[Knob] = []
         for plan in sketch.plans:
-            knobs.extend(_plan_knobs(plan, names[plan.op]))
-        return cls(list(inputs), outputs, sketch, KnobSet(SKETCH_VERSION, tuple(knobs)), names)
-
-    # ------------------------------------------------------------ the space as a set
+            knobs.extend(cls._knobs_for(plan, names[plan.op]))
+        return cls(list(inputs), outputs, sketch, KnobSet(cls.sketch_version, tuple(knobs)), names)
 
     @property
     def args(self) -> list[Tensor]:
         return self.inputs + self.outputs
 
-    @property
-    def size(self) -> int:
-        """Number of knob combinations (valid and invalid)."""
-        return self.knobs.size
+    # ------------------------------------------------------------ per-role hooks (CPU)
 
-    def estimated_valid_size(self, samples: int = 2000, seed: int = 0) -> int:
-        """``size`` times the fraction of uniformly sampled configs that pass ``check``."""
-        rng = random.Random(seed)
-        ok = sum(self.check(self.knobs.sample(rng)) is None for _ in range(samples))
-        return round(self.size * ok / samples)
+    @staticmethod
+    def _knobs_for(plan: StagePlan, name: str) -> list[Knob]:
+        return _plan_knobs(plan, name)
 
-    def sample(self, rng: random.Random, max_tries: int = 1000) -> Config:
-        """A uniformly random *valid* config."""
-        for _ in range(max_tries):
-            config = self.knobs.sample(rng)
-            if self.check(config) is None:
-                return config
-        raise ConfigError("could not sample a valid config; the space's limits reject nearly everything")
-
-    def mutate(self, config: Config, rng: random.Random) -> Config:
-        return self.knobs.mutate(config, rng)
-
-    def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
-        return self.knobs.crossover(a, b, rng)
-
-    def enumerate(self):
-        return (c for c in self.knobs.enumerate() if self.check(c) is None)
-
-    def check(self, config: Config) -> str | None:
-        """None if ``config`` is valid here, else the reason it is not (before any build)."""
-        try:
-            self.knobs.check(config)
-        except ConfigError as exc:
-            return str(exc)
-        v = config.values
-        for plan in self.sketch.plans:
-            name = self.names[plan.op]
-            nbytes = dtypes.bits(plan.op.output(0).dtype) // 8
-            if plan.role == MULTI_LEVEL:
-                tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
-                register = _prod(t[2] for t in tiles)
-                if register > MAX_REGISTER_TILE:
-                    return f"{name}: register tile of {register} elements exceeds {MAX_REGISTER_TILE}"
-                if tiles[-1][2] * nbytes > MAX_VECTOR_BYTES:
-                    return f"{name}: vector of {tiles[-1][2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
-                local = _prod(t[1] * t[2] * (t[0] if v[f"{name}.at"] == "a" else 1) for t in tiles)
-                if local * nbytes > MAX_LOCAL_BYTES:
-                    return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
-            elif plan.role == SIMPLE:
-                last = v[f"{name}.tile.{plan.op.axis[-1].name}"]
-                if last * nbytes > MAX_VECTOR_BYTES * 4:
-                    return f"{name}: inner loop of {last} elements is too long to vectorize well"
+    def _plan_problem(self, plan: StagePlan, name: str, v: dict) -> str | None:
+        """Why the decisions ``v`` break a limit for ``plan``'s stage (None: they do not)."""
+        nbytes = dtypes.bits(plan.op.output(0).dtype) // 8
+        if plan.role == MULTI_LEVEL:
+            tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
+            register = _prod(t[2] for t in tiles)
+            if register > MAX_REGISTER_TILE:
+                return f"{name}: register tile of {register} elements exceeds {MAX_REGISTER_TILE}"
+            if tiles[-1][2] * nbytes > MAX_VECTOR_BYTES:
+                return f"{name}: vector of {tiles[-1][2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
+            local = _prod(t[1] * t[2] * (t[0] if v[f"{name}.at"] == "a" else 1) for t in tiles)
+            if local * nbytes > MAX_LOCAL_BYTES:
+                return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
+        elif plan.role == SIMPLE:
+            last = v[f"{name}.tile.{plan.op.axis[-1].name}"]
+            if last * nbytes > MAX_VECTOR_BYTES * 4:
+                return f"{name}: inner loop of {last} elements is too long to vectorize well"
         return None
 
-    # ------------------------------------------------------------ replay
+    @staticmethod
+    def _apply_plan(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+        if plan.role == MULTI_LEVEL:
+            _apply_multi_level(s, plan, name, v)
+        elif plan.role == SIMPLE:
+            _apply_simple(s, plan, name, v)
+
+    @staticmethod
+    def _describe_plan(plan: StagePlan) -> str:
+        if plan.role == MULTI_LEVEL:
+            how = f"fused into {plan.owner.name}" if plan.owner is not None else "accumulated in a cache_write local tile"
+            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}"
+        if plan.role == FUSED:
+            return f"{plan.name}: owns the tiles of {plan.produces.name} (epilogue fused at its a/b loops)"
+        if plan.role == INLINE:
+            return f"{plan.name}: inlined into its readers"
+        kind = "reduction" if plan.op.is_reduction else "element-wise"
+        return f"{plan.name}: simple {kind} (parallel outer loops, vectorized inner loop)"
+
+    # ------------------------------------------------------------ validity and replay
+
+    def problem(self, config: Config) -> str | None:
+        for plan in self.sketch.plans:
+            reason = self._plan_problem(plan, self.names[plan.op], config.values)
+            if reason is not None:
+                return reason
+        return None
 
     def apply(self, config: Config) -> tuple[Schedule, list[Tensor]]:
         """A fresh schedule with ``config``'s decisions, and the argument list to build it with."""
@@ -178,23 +180,18 @@ class ConfigSpace:
         if reason is not None:
             raise ConfigError(f"invalid config: {reason}")
         s = create_schedule(self.outputs)
-        v = config.values
         for plan in self.sketch.plans:
             if plan.role == INLINE:
                 s[plan.op].compute_inline()
         for plan in self.sketch.plans:
-            name = self.names[plan.op]
-            if plan.role == MULTI_LEVEL:
-                _apply_multi_level(s, plan, name, v)
-            elif plan.role == SIMPLE:
-                _apply_simple(s, plan, name, v)
+            self._apply_plan(s, plan, self.names[plan.op], config.values)
         return s, self.args
 
     # ------------------------------------------------------------ explanation
 
     def describe(self) -> str:
-        lines = [f"sketch {SKETCH_VERSION}:"]
-        lines += ["  " + line for line in self.sketch.describe().splitlines()]
+        lines = [f"sketch {self.sketch_version}:"]
+        lines += ["  " + self._describe_plan(p) for p in self.sketch.plans]
         lines.append(f"knobs ({self.size} combinations):")
         for k in self.knobs.knobs:
             lines.append(f"  {k.name}: {len(k.candidates)} candidates - {k.doc}")

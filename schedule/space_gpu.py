@@ -38,17 +38,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from te import dtypes
 from te.expr import TensorRead, post_order
 from te.tensor import ComputeOp, Tensor
 
 from .bounds import infer_region
-from .config import Knob, KnobSet
+from .config import Knob
 from .gpu_passes import GPULimits
-from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, StagePlan, derive_sketch
-from .space import ConfigSpace, _split_levels, _unique_names, factor_candidates
-from .stage import Schedule, create_schedule
+from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, StagePlan
+from .space import ConfigSpace, _split_levels, factor_candidates
+from .stage import Schedule
 
 SKETCH_VERSION = "cuda-v1"
 #: Unroll budgets (Ansor's auto_unroll_max_step choices for CUDA), in statements of the
@@ -89,44 +90,55 @@ class GPUConfigSpace(ConfigSpace):
 
     limits: GPULimits = field(default_factory=GPULimits)
 
+    sketch_version: ClassVar[str] = SKETCH_VERSION
+
     @classmethod
     def from_tensors(cls, inputs, outputs, target: str = "cuda") -> "GPUConfigSpace":
-        outputs = list(outputs)
-        sketch = derive_sketch(outputs)
-        names = _unique_names([p.op for p in sketch.plans])
-        knobs: list[Knob] = []
-        for plan in sketch.plans:
-            knobs.extend(_plan_knobs(plan, names[plan.op]))
-        return cls(list(inputs), outputs, sketch, KnobSet(SKETCH_VERSION, tuple(knobs)), names)
+        return super().from_tensors(inputs, outputs, target)
 
-    # ------------------------------------------------------------ limits
+    # ------------------------------------------------------------ per-role hooks (GPU)
 
-    def check(self, config) -> str | None:
-        from .config import ConfigError
+    @staticmethod
+    def _knobs_for(plan: StagePlan, name: str) -> list[Knob]:
+        return _plan_knobs(plan, name)
 
-        try:
-            self.knobs.check(config)
-        except ConfigError as exc:
-            return str(exc)
-        v = config.values
+    def _plan_problem(self, plan: StagePlan, name: str, v: dict) -> str | None:
+        if plan.role != MULTI_LEVEL:
+            return None
         lim = self.limits
-        for plan in self.sketch.plans:
-            name = self.names[plan.op]
-            if plan.role == MULTI_LEVEL:
-                tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
-                threads = math.prod(t[1] for t in tiles)
-                if threads > lim.max_threads_per_block:
-                    return f"{name}: {threads} threads per block exceed {lim.max_threads_per_block}"
-                vthreads = math.prod(t[0] for t in tiles)
-                if vthreads > lim.max_vthreads:
-                    return f"{name}: {vthreads} virtual threads exceed {lim.max_vthreads}"
-                local = math.prod(t[0] * t[2] * t[3] for t in tiles)
-                if local > lim.max_local_elements:
-                    return f"{name}: {local} accumulators per thread exceed {lim.max_local_elements}"
-                shared = self.shared_bytes(plan, v)
-                if shared > lim.max_shared_bytes:
-                    return f"{name}: {shared} bytes of shared memory per block exceed {lim.max_shared_bytes}"
+        tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
+        threads = math.prod(t[1] for t in tiles)
+        if threads > lim.max_threads_per_block:
+            return f"{name}: {threads} threads per block exceed {lim.max_threads_per_block}"
+        vthreads = math.prod(t[0] for t in tiles)
+        if vthreads > lim.max_vthreads:
+            return f"{name}: {vthreads} virtual threads exceed {lim.max_vthreads}"
+        local = math.prod(t[0] * t[2] * t[3] for t in tiles)
+        if local > lim.max_local_elements:
+            return f"{name}: {local} accumulators per thread exceed {lim.max_local_elements}"
+        shared = self.shared_bytes(plan, v)
+        if shared > lim.max_shared_bytes:
+            return f"{name}: {shared} bytes of shared memory per block exceed {lim.max_shared_bytes}"
         return None
+
+    @staticmethod
+    def _apply_plan(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+        if plan.role == MULTI_LEVEL:
+            _apply_multi_level(s, plan, name, v)
+        elif plan.role == SIMPLE:
+            _apply_simple(s, plan, name, v)
+
+    @staticmethod
+    def _describe_plan(p: StagePlan) -> str:
+        if p.role == MULTI_LEVEL:
+            owner = p.owner.name if p.owner is not None else f"a cache_write copy of {p.name}"
+            return (f"{p.name}: SSSRRSRS, tiles owned by {owner}: blockIdx x vthread x threadIdx x "
+                    f"inner; local accumulators; inputs staged in shared memory at R0")
+        if p.role == FUSED:
+            return f"{p.name}: owns the tiles of {p.produces.name} (epilogue at the thread level)"
+        if p.role == INLINE:
+            return f"{p.name}: inlined into its readers"
+        return f"{p.name}: simple, axes fused into blockIdx.x x threadIdx.x"
 
     def shared_bytes(self, plan: StagePlan, values: dict) -> int:
         """Shared memory one block of ``plan``'s stage stages: each input's box over the block tile."""
@@ -143,47 +155,6 @@ class GPUConfigSpace(ConfigSpace):
             region = infer_region(tensor.shape, reads, varying)
             total += math.prod(region.extents) * max(1, dtypes.bits(tensor.dtype) // 8)
         return total
-
-    # ------------------------------------------------------------ replay
-
-    def apply(self, config):
-        from .config import ConfigError
-
-        reason = self.check(config)
-        if reason is not None:
-            raise ConfigError(f"invalid config: {reason}")
-        s = create_schedule(self.outputs)
-        v = config.values
-        for plan in self.sketch.plans:
-            if plan.role == INLINE:
-                s[plan.op].compute_inline()
-        for plan in self.sketch.plans:
-            name = self.names[plan.op]
-            if plan.role == MULTI_LEVEL:
-                _apply_multi_level(s, plan, name, v)
-            elif plan.role == SIMPLE:
-                _apply_simple(s, plan, name, v)
-        return s, self.args
-
-    # ------------------------------------------------------------ explanation
-
-    def describe(self) -> str:
-        lines = [f"sketch {SKETCH_VERSION}:"]
-        for p in self.sketch.plans:
-            if p.role == MULTI_LEVEL:
-                owner = p.owner.name if p.owner is not None else f"a cache_write copy of {p.name}"
-                lines.append(f"  {p.name}: SSSRRSRS, tiles owned by {owner}: blockIdx x vthread x threadIdx x "
-                             f"inner; local accumulators; inputs staged in shared memory at R0")
-            elif p.role == FUSED:
-                lines.append(f"  {p.name}: owns the tiles of {p.produces.name} (epilogue at the thread level)")
-            elif p.role == INLINE:
-                lines.append(f"  {p.name}: inlined into its readers")
-            else:
-                lines.append(f"  {p.name}: simple, axes fused into blockIdx.x x threadIdx.x")
-        lines.append(f"knobs ({self.size} combinations):")
-        for k in self.knobs.knobs:
-            lines.append(f"  {k.name}: {len(k.candidates)} candidates - {k.doc}")
-        return "\n".join(lines)
 
     def describe_config(self, config) -> str:
         v = config.values

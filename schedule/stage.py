@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from te.dag import consumers, topological_order
+from te.dag import topological_order
 from te.errors import TEError
 from te.expr import TensorRead, Var, transform
 from te.tensor import REDUCE, SPATIAL, ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, compute
@@ -388,7 +388,6 @@ class Schedule:
             if tensor.op not in [t.op for t in r.op.input_tensors]:
                 raise ScheduleError(f"cache_read: stage {r.name!r} does not read {tensor.name!r}")
         cache = compute(tensor.shape, lambda *i: tensor[i], name=f"{tensor.name}.{scope}", tag="cache_read")
-        producer = self.stage_of(tensor)
         first_reader = min(reader_stages, key=self.stages.index)
         stage = self._add_stage(Stage(cache.op, self), before=first_reader)
         stage.scope = scope

@@ -13,7 +13,7 @@ vectorizes and unrolls, and the tail iterations are simply not run.
 """
 from __future__ import annotations
 
-from te.expr import Binary, Compare, Const, Expr, Logical, Var, free_vars
+from te.expr import Binary, Compare, Const, Expr, Logical, free_vars
 
 from . import ir
 from .ir import Allocate, For, IfThenElse, Stmt

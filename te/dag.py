@@ -7,8 +7,6 @@
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
-
 from .tensor import Operation, PlaceholderOp, Tensor
 
 

@@ -19,7 +19,7 @@ Semantics, which code generators must match:
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 

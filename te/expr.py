@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import dtypes
 from .dtypes import INDEX_DTYPE
-from .errors import DTypeError, ReductionError, TEError
+from .errors import DTypeError, TEError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .tensor import IterVar, Tensor

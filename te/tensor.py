@@ -13,8 +13,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import numbers
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable
 
 from . import dtypes
 from .errors import ReductionError, ShapeError, TEError

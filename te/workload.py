@@ -25,7 +25,7 @@ import numpy as np
 from . import dtypes
 from .dag import input_placeholders, topological_order
 from .errors import WorkloadError
-from .expr import Binary, Call, Compare, Expr, Logical, Not, Reduce, Select, TensorRead, post_order
+from .expr import Binary, Call, Compare, Expr, Logical, Not, Reduce, Select, TensorRead
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
 _REGISTRY: dict[str, Callable[..., list[Tensor]]] = {}

@@ -9,7 +9,6 @@ one-line errors shown; values only the command line knows about (``--trials``,
 from __future__ import annotations
 
 import functools
-import importlib.util
 from typing import Callable
 
 import click
@@ -90,15 +89,10 @@ def resolve_workload(db, text: str) -> str:
 
 
 def gpu_available() -> bool:
-    """Whether CuPy is installed and finds at least one CUDA device."""
-    if importlib.util.find_spec("cupy") is None:
-        return False
-    try:
-        import cupy
+    """Whether CuPy finds a CUDA device (``backends.cuda``'s check, imported only when asked)."""
+    from backends.cuda import gpu_available as cuda_gpu_available
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # CuPy raises its own errors for a missing driver or library
-        return False
+    return cuda_gpu_available()
 
 
 def cuda_tuning_supported() -> bool:

@@ -16,7 +16,7 @@ import math
 import random
 from typing import Callable, Iterable, Sequence
 
-from schedule.config import Config, ConfigError, KnobSet
+from schedule.config import Config, ConfigError, KnobSet, SearchSpace
 
 #: Spaces up to this many knob combinations are enumerated when random sampling stops
 #: finding new configs, so that a tuner can tell a small space is exhausted.
@@ -38,7 +38,7 @@ def cost_of(result) -> float:
     return cost if math.isfinite(cost) and cost > 0 else math.inf
 
 
-class KnobSpace:
+class KnobSpace(SearchSpace):
     """ConfigSpace's interface over a bare KnobSet, with an optional validity rule.
 
     ``constraint(config)`` returns None or why the config is invalid (like
@@ -49,32 +49,8 @@ class KnobSpace:
         self.knobs = knobs
         self.constraint = constraint
 
-    @property
-    def size(self) -> int:
-        return self.knobs.size
-
-    def check(self, config: Config) -> str | None:
-        try:
-            self.knobs.check(config)
-        except ConfigError as exc:
-            return str(exc)
+    def problem(self, config: Config) -> str | None:
         return self.constraint(config) if self.constraint is not None else None
-
-    def sample(self, rng: random.Random, max_tries: int = 1000) -> Config:
-        for _ in range(max_tries):
-            config = self.knobs.sample(rng)
-            if self.check(config) is None:
-                return config
-        raise ConfigError("could not sample a valid config")
-
-    def mutate(self, config: Config, rng: random.Random) -> Config:
-        return self.knobs.mutate(config, rng)
-
-    def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
-        return self.knobs.crossover(a, b, rng)
-
-    def enumerate(self):
-        return (c for c in self.knobs.enumerate() if self.check(c) is None)
 
 
 def as_space(space):

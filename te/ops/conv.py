@@ -73,6 +73,20 @@ def _conv_params(op, stride, padding, dilation):
     )
 
 
+def _conv_setup(op: str, data, kernel, stride, padding, dilation, out_dtype):
+    """Checks every convolution shares: (accumulator dtype, stride, padding, dilation pairs)."""
+    _checks.tensor(op, "data", data, 4)
+    _checks.tensor(op, "kernel", kernel, 4)
+    acc = _checks.accumulator(op, _checks.same_dtype(op, data=data, kernel=kernel), out_dtype)
+    return (acc, *_conv_params(op, stride, padding, dilation))
+
+
+def _out_hw(op: str, size, window, pad, stride, dilation) -> tuple[int, int]:
+    """Output height and width (positive, or a clear error naming the parameters)."""
+    return (_checks.out_size(op, "height", size[0], window[0], pad[0], stride[0], dilation[0]),
+            _checks.out_size(op, "width", size[1], window[1], pad[1], stride[1], dilation[1]))
+
+
 def _same(op: str, what: str, data, kernel, a: int, b: int) -> None:
     if a != b:
         raise te.ShapeError(f"{op}: data is {data.shape} but kernel is {kernel.shape}: {what} {a} and {b} differ")
@@ -81,14 +95,10 @@ def _same(op: str, what: str, data, kernel, a: int, b: int) -> None:
 def conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, name: str = "conv2d"):
     """2-d convolution, NCHW data and KCRS (OIHW) kernel; stride/padding/dilation an int or [h, w]."""
     op = "conv2d"
-    _checks.tensor(op, "data", data, 4)
-    _checks.tensor(op, "kernel", kernel, 4)
-    acc = _checks.accumulator(op, _checks.same_dtype(op, data=data, kernel=kernel), out_dtype)
-    (sh, sw), (ph, pw), (dh, dw) = _conv_params(op, stride, padding, dilation)
+    acc, (sh, sw), (ph, pw), (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
     (N, C, H, W), (K, Ck, R, S) = data.shape, kernel.shape
     _same(op, "input channels", data, kernel, C, Ck)
-    OH = _checks.out_size(op, "height", H, R, ph, sh, dh)
-    OW = _checks.out_size(op, "width", W, S, pw, sw, dw)
+    OH, OW = _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (dh, dw))
     P = _pad2d(data, 2, ph, pw)
     rc, ry, rx = te.reduce_axis((0, C), "rc"), te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
 
@@ -102,14 +112,10 @@ def conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, n
 def conv2d_nhwc(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, name: str = "conv2d"):
     """2-d convolution, NHWC data and RSCK (HWIO) kernel; stride/padding/dilation an int or [h, w]."""
     op = "conv2d"
-    _checks.tensor(op, "data", data, 4)
-    _checks.tensor(op, "kernel", kernel, 4)
-    acc = _checks.accumulator(op, _checks.same_dtype(op, data=data, kernel=kernel), out_dtype)
-    (sh, sw), (ph, pw), (dh, dw) = _conv_params(op, stride, padding, dilation)
+    acc, (sh, sw), (ph, pw), (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
     (N, H, W, C), (R, S, Ck, K) = data.shape, kernel.shape
     _same(op, "input channels", data, kernel, C, Ck)
-    OH = _checks.out_size(op, "height", H, R, ph, sh, dh)
-    OW = _checks.out_size(op, "width", W, S, pw, sw, dw)
+    OH, OW = _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (dh, dw))
     P = _pad2d(data, 1, ph, pw)
     ry, rx, rc = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx"), te.reduce_axis((0, C), "rc")
 
@@ -124,14 +130,10 @@ def depthwise_conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dty
                           name: str = "depthwise_conv2d"):
     """Depthwise convolution: NCHW data, kernel (C, multiplier, R, S), output (N, C*multiplier, OH, OW)."""
     op = "depthwise_conv2d"
-    _checks.tensor(op, "data", data, 4)
-    _checks.tensor(op, "kernel", kernel, 4)
-    acc = _checks.accumulator(op, _checks.same_dtype(op, data=data, kernel=kernel), out_dtype)
-    (sh, sw), (ph, pw), (dh, dw) = _conv_params(op, stride, padding, dilation)
+    acc, (sh, sw), (ph, pw), (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
     (N, C, H, W), (Ck, Mult, R, S) = data.shape, kernel.shape
     _same(op, "channels", data, kernel, C, Ck)
-    OH = _checks.out_size(op, "height", H, R, ph, sh, dh)
-    OW = _checks.out_size(op, "width", W, S, pw, sw, dw)
+    OH, OW = _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (dh, dw))
     P = _pad2d(data, 2, ph, pw)
     ry, rx = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
 

@@ -153,7 +153,7 @@ def test_vthread_that_cannot_be_injected_stays_a_serial_loop():
     # statements once for all: the loop stays serial (correct, without the reuse).
     from schedule.gpu_passes import inject_virtual_threads
 
-    v, t = te.var("v"), te.var("t")
+    v = te.var("v")
     sh = ir.Buffer("S", (4,), "float32", "shared")
     out = ir.Buffer("O", (4,), "float32", is_arg=True)
     body = ir.seq(ir.BufferStore(sh, (v,), ir.Const(1.0, "float32")), Barrier(),

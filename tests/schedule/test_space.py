@@ -19,7 +19,7 @@ from autotune.verify import mismatch, reduction_length
 from backends import cpu
 from schedule import ir
 from schedule.config import Config, ConfigError
-from schedule.space import ConfigSpace, factor_candidates
+from schedule.space import factor_candidates
 
 # Small odd shapes: no split factor divides them, so every tail path is exercised.
 CASES = {

@@ -2,7 +2,6 @@
 
 Never IndexError, AttributeError or a bare TypeError/ValueError from deep inside.
 """
-import re
 
 import numpy as np
 import pytest

@@ -5,24 +5,8 @@ import numpy as np
 import pytest
 
 import te
+from te_helpers import assert_matches, pair, wide
 
-FLOAT_TOL = {"float16": dict(rtol=1e-2, atol=2e-2), "float32": dict(rtol=1e-5, atol=1e-5),
-             "float64": dict(rtol=1e-12, atol=1e-12)}
-
-
-def pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-def wide(x):
-    return x.astype(np.float64 if x.dtype.kind == "f" else np.int64)
-
-
-def assert_matches(actual, expected, dtype):
-    if dtype in FLOAT_TOL:
-        np.testing.assert_allclose(actual.astype(np.float64), expected, **FLOAT_TOL[dtype])
-    else:
-        np.testing.assert_array_equal(actual, expected.astype(actual.dtype))
 
 
 def conv2d_nchw_ref(x, w, stride, padding, dilation):

@@ -3,26 +3,13 @@ import numpy as np
 import pytest
 
 import te
+from te_helpers import assert_matches, wide
 
-FLOAT_TOL = {"float16": dict(rtol=1e-2, atol=2e-2), "float32": dict(rtol=1e-5, atol=1e-5),
-             "float64": dict(rtol=1e-12, atol=1e-12)}
 DTYPES = ["float16", "float32", "float64", "int32", "int8"]
 
 
 def expected_out_dtype(dtype):
     return "int32" if dtype == "int8" else dtype
-
-
-def wide(x):
-    """The array in an exact wide type: float64 or int64."""
-    return x.astype(np.float64 if x.dtype.kind == "f" else np.int64)
-
-
-def assert_matches(actual, expected, dtype):
-    if dtype in FLOAT_TOL:
-        np.testing.assert_allclose(actual.astype(np.float64), expected, **FLOAT_TOL[dtype])
-    else:
-        np.testing.assert_array_equal(actual, expected.astype(actual.dtype))
 
 
 def run(name, seed=0, **params):

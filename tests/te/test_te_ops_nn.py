@@ -5,13 +5,10 @@ import numpy as np
 import pytest
 
 import te
+from te_helpers import pair
 
 FLOAT_TOL = {"float16": dict(rtol=1e-2, atol=1e-3), "float32": dict(rtol=1e-5, atol=1e-6),
              "float64": dict(rtol=1e-12, atol=1e-12)}
-
-
-def pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
 
 
 def softmax_ref(x, axis):
