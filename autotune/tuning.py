@@ -120,7 +120,7 @@ def tune(
     try:
         since_best, best = 0, result.best_cost
         while len(result.history) < trials and search.has_next():
-            configs = search.next_batch(min(batch_size, trials - len(result.history)))
+            configs = search.next_batch(min(search.batch_size(batch_size), trials - len(result.history)))
             if not configs:
                 break
             t0 = time.perf_counter()

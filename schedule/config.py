@@ -35,6 +35,52 @@ class Knob:
         except ValueError:
             raise ConfigError(f"value {value!r} is not a candidate of knob {self.name!r}") from None
 
+    def neighbors(self, index: int) -> tuple[int, ...]:
+        """Indices of the candidates one small step away from candidate ``index``.
+
+        Numbers: the next smaller and larger candidate. Tuples of positive ints (tile
+        sizes per level): the candidates that scale one level by 2 or 1/2, or move a
+        factor of 2 from one level to another (Ansor's tile-size mutation), i.e. those
+        whose log2 sizes differ by at most 2 in total. Other values (names) have no
+        order, so every other candidate is a neighbour.
+        """
+        return _neighbor_table(self.candidates)[index]
+
+
+def _neighbor_table(candidates: tuple) -> tuple[tuple[int, ...], ...]:
+    table = _NEIGHBORS.get(candidates)
+    if table is None:
+        table = _NEIGHBORS[candidates] = _compute_neighbors(candidates)
+    return table
+
+
+_NEIGHBORS: dict[tuple, tuple[tuple[int, ...], ...]] = {}
+
+
+def _compute_neighbors(candidates: tuple) -> tuple[tuple[int, ...], ...]:
+    import math
+
+    n = len(candidates)
+    everyone = tuple(tuple(j for j in range(n) if j != i) for i in range(n))
+
+    def positive_ints(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in candidates):
+        order = sorted(range(n), key=lambda i: candidates[i])
+        rank = {i: r for r, i in enumerate(order)}
+        return tuple(tuple(order[r] for r in (rank[i] - 1, rank[i] + 1) if 0 <= r < n) for i in range(n))
+    if all(isinstance(v, tuple) and v and all(positive_ints(x) for x in v) for v in candidates) \
+            and len({len(v) for v in candidates}) == 1:
+        logs = [[math.log2(x) for x in v] for v in candidates]
+        table = []
+        for i in range(n):
+            near = tuple(j for j in range(n) if j != i
+                         and sum(abs(a - b) for a, b in zip(logs[i], logs[j])) <= 2.0 + 1e-9)
+            table.append(near or everyone[i])
+        return tuple(table)
+    return everyone
+
 
 class ConfigError(ValueError):
     """A config that does not belong to the space it is used with."""
@@ -100,14 +146,22 @@ class KnobSet:
     def sample(self, rng: random.Random) -> Config:
         return Config(self.sketch, {k.name: rng.choice(k.candidates) for k in self.knobs})
 
-    def mutate(self, config: Config, rng: random.Random) -> Config:
-        """Change one decision (a knob with more than one candidate) to another candidate."""
+    def mutate(self, config: Config, rng: random.Random, local: float = 0.0) -> Config:
+        """Change one decision (a knob with more than one candidate) to another candidate.
+
+        With probability ``local`` the new candidate is a neighbour of the current one
+        (``Knob.neighbors``: a tile level doubled or halved, the next unroll depth), so
+        the child keeps most of what made its parent fast; otherwise any candidate.
+        """
         choices = [k for k in self.knobs if len(k.candidates) > 1]
         if not choices:
             return config
         knob = rng.choice(choices)
         current = knob.index(config.values[knob.name])
-        new = rng.choice([n for n in range(len(knob.candidates)) if n != current])
+        if local > 0.0 and rng.random() < local:
+            new = rng.choice(knob.neighbors(current))
+        else:
+            new = rng.choice([n for n in range(len(knob.candidates)) if n != current])
         values = dict(config.values)
         values[knob.name] = knob.candidates[new]
         return Config(self.sketch, values)
@@ -176,8 +230,9 @@ class SearchSpace:
                 return config
         raise ConfigError("could not sample a valid config; the space's limits reject nearly everything")
 
-    def mutate(self, config: Config, rng: random.Random) -> Config:
-        return self.knobs.mutate(config, rng)
+    def mutate(self, config: Config, rng: random.Random, local: float = 0.0) -> Config:
+        """One decision changed; a neighbouring candidate with probability ``local`` (see KnobSet.mutate)."""
+        return self.knobs.mutate(config, rng, local)
 
     def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
         return self.knobs.crossover(a, b, rng)

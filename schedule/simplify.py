@@ -18,7 +18,7 @@ from typing import Dict, Optional, Tuple
 from te import dtypes
 from te.expr import (
     Binary, Cast, Compare, Const, Expr, Logical, Not, Select, Var,
-    post_order, rebuild,
+    post_order, rewrite_bottom_up,
 )
 
 Interval = Tuple[int, int]
@@ -242,7 +242,13 @@ def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
                 return Const(v, e.dtype)
         if dtypes.is_int(e.dtype):
             if e.op in ("add", "sub", "mul"):
-                return linearize(e).to_expr(e.dtype)
+                lin = linearize(e)
+                out = lin.to_expr(e.dtype)
+                if getattr(out, "_linear", None) is None:
+                    # The parent linearizes this node next: without the cached form every
+                    # level of an index chain would re-linearize the whole chain below it.
+                    object.__setattr__(out, "_linear", lin)
+                return out
             if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
                 if b.value == 1:
                     return a if e.op == "floordiv" else Const(0, e.dtype)
@@ -297,11 +303,7 @@ def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
 def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
     """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges)."""
     bounds = bounds or {}
-    memo: dict[int, Expr] = {}
-    for node in post_order(e):
-        new = rebuild(node, tuple(memo[id(c)] for c in node.children()))
-        memo[id(node)] = _simplify_node(new, bounds)
-    return memo[id(e)]
+    return rewrite_bottom_up(e, lambda node: _simplify_node(node, bounds))
 
 
 def prove(cond: Expr, bounds: Bounds) -> bool | None:

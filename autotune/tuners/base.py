@@ -73,6 +73,10 @@ class Tuner:
         the database on ``--resume``) are welcome: they count as measured.
     ``has_next() -> bool``
         False once every valid config of the space has been proposed or measured.
+    ``batch_size(requested) -> int``
+        How many configs the tuner would like measured next, at most ``requested``
+        (the tune loop's batch size). ``requested`` by default; the model-guided
+        tuner asks for smaller batches while it has few measurements.
 
     Tuners are deterministic under their seed: all randomness comes from ``self.rng``
     (``random.Random(seed)``), never from global state. ``best_config``/``best_cost``
@@ -96,6 +100,9 @@ class Tuner:
 
     def next_batch(self, n: int) -> list[Config]:
         raise NotImplementedError
+
+    def batch_size(self, requested: int) -> int:
+        return requested
 
     def update(self, configs: Sequence[Config], results: Sequence) -> None:
         configs, results = list(configs), list(results)

@@ -192,7 +192,8 @@ def test_xgb_beats_random_and_reports_its_costs():
     assert np.mean(xgb) < 0.5 * np.mean(rand), (xgb, rand)
     t = tuners[0]
     assert t.fits == 8 and t.model.fitted
-    assert 0 < t.last_scored <= 64 * 4 and t.scored >= t.last_scored
+    # population * (generations + 1) evolved + local_parents * local_children neighbours
+    assert 0 < t.last_scored <= 64 * 4 + 8 * 16 and t.scored >= t.last_scored
     assert t.model_s > 0 and t.search_s > 0 and t.feature_s > 0
 
 
@@ -240,3 +241,43 @@ def test_xgb_warm_start_guides_the_first_batch():
     guided = [synthetic_cost(c) for c in tuner.next_batch(16)]
     blind = [synthetic_cost(c) for c in RandomTuner(space, seed=0).next_batch(16)]
     assert tuner.scored > 0 and np.median(guided) < np.median(blind)
+
+
+def test_xgb_asks_for_smaller_batches_while_it_has_few_measurements():
+    tuner = _xgb(synthetic_space(), 0, early_batch=8, early_trials=16)
+    assert tuner.batch_size(64) == 8 and tuner.batch_size(4) == 4
+    _run(tuner, batches=2, batch_size=8)
+    assert len(tuner.history) == 16 and tuner.batch_size(64) == 64
+    assert RandomTuner(synthetic_space()).batch_size(64) == 64
+
+
+def test_xgb_plan_has_a_share_of_neighbours_of_the_fastest_measured():
+    """The trust region: half of the plan are one- or two-step neighbours of measured configs."""
+    space = synthetic_space()
+    tuner = _xgb(space, 1, plan_size=16, min_train=16, population=32, generations=1,
+                 local_share=0.5, local_parents=4, local_children=8)
+    _run(tuner, batches=1, batch_size=16)
+    parents = [c for c, _ in tuner.measured(finite_only=True)[:4]]
+
+    def steps(a, b):  # knob indices changed, and by how much (candidates are 0..7 in order)
+        return sum(abs(a.values[k] - b.values[k]) for k in a.values)
+
+    plan = tuner._search(16)
+    assert len(plan) == 16 and not any(tuner.visited(c) for c in plan)
+    near = [c for c in plan if min(steps(c, p) for p in parents) <= 2]
+    assert len(near) >= 8, [min(steps(c, p) for p in parents) for c in plan]
+    # The first half of the plan alternates: neighbours are not pushed to the back.
+    assert sum(min(steps(c, p) for p in parents) <= 2 for c in plan[:8]) >= 4
+
+
+def test_interleave_keeps_the_share_and_drops_duplicates():
+    from autotune.tuners.xgb_tuner import _interleave
+
+    space = synthetic_space()
+    configs = RandomTuner(space, seed=4).next_batch(12)
+    local, ranked = configs[:6], configs[6:] + configs[:2]
+    out = _interleave(local, ranked, 0.5, 10)
+    assert len(out) == 10 and len({c.to_json() for c in out}) == 10
+    assert [c in local for c in out[:6]] == [True, False, True, False, True, False]
+    assert _interleave(local, ranked, 0.0, 4) == ranked[:4]
+    assert _interleave(local, [], 0.0, 3) == local[:3]  # the other list ran out

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import subprocess
 import sys
@@ -168,6 +169,37 @@ def test_mutation_changes_one_decision_and_crossover_mixes_parents():
         assert sum(m.values[k] != a.values[k] for k in a.values) == 1
         child = space.crossover(a, b, rng)
         assert all(child.values[k] in (a.values[k], b.values[k]) for k in a.values)
+
+
+def test_knob_neighbors_are_one_small_step_away():
+    from schedule.config import Knob
+
+    unroll = Knob("u", (0, 16, 64, 256))
+    assert [unroll.neighbors(i) for i in range(4)] == [(1,), (0, 2), (1, 3), (2,)]
+    tiles = Knob("t", ((1, 1, 8), (1, 2, 4), (2, 1, 4), (1, 1, 4), (4, 1, 2), (1, 1, 16), (8, 8, 8)))
+    # (1,1,8): halve the last level, move a factor 2 to another level, or double it.
+    assert {tiles.candidates[j] for j in tiles.neighbors(0)} == {(1, 2, 4), (2, 1, 4), (1, 1, 4), (1, 1, 16)}
+    # A candidate with no neighbour within one step may move anywhere.
+    assert len(tiles.neighbors(6)) == 6
+    names = Knob("at", ("a", "b", "c"))
+    assert names.neighbors(1) == (0, 2)
+
+
+def test_local_mutation_moves_a_tile_by_a_factor_of_two():
+    space = _task("matmul").space
+    rng = random.Random(3)
+    a = space.sample(rng)
+    changed = 0
+    for _ in range(200):
+        m = space.mutate(a, rng, local=1.0)
+        (name,) = [k for k in a.values if m.values[k] != a.values[k]]
+        knob = next(k for k in space.knobs.knobs if k.name == name)
+        assert knob.index(m.values[name]) in knob.neighbors(knob.index(a.values[name]))
+        if name.startswith("C.tile"):
+            steps = sum(abs(math.log2(x / y)) for x, y in zip(m.values[name], a.values[name]))
+            assert steps <= 2 + 1e-9
+            changed += 1
+    assert changed > 0
 
 
 def test_factor_candidates_cover_odd_and_prime_extents():
