@@ -54,6 +54,7 @@ class TuneResult:
     history: list[Trial] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     run_id: int | None = None
+    transfer_records: int = 0  # records of other workloads the cost model was warm-started from
 
     @property
     def best(self) -> Trial | None:
@@ -96,8 +97,17 @@ def tune(
     resume: bool = False,
     builder: LocalBuilder | None = None,
     runner: LocalRunner | None = None,
+    transfer: bool = False,
+    transfer_limit: int = 1000,
 ) -> TuneResult:
-    """Tune ``task`` for ``trials`` measurements and return the history and the best config."""
+    """Tune ``task`` for ``trials`` measurements and return the history and the best config.
+
+    ``transfer=True`` (xgb tuner, with a ``db``) warm-starts the cost model from the
+    newest ``transfer_limit`` records of other shapes of the same operator on this
+    target (AutoTVM's transfer learning): the features come from the lowered IR, so
+    the model's notion of a fast loop nest carries over, and the first batch already
+    follows it instead of being random.
+    """
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     t_start = time.perf_counter()
@@ -110,6 +120,8 @@ def tune(
     result = TuneResult(task)
     timings = dict(build_s=0.0, run_s=0.0, db_s=0.0)
     target = target_info.describe(task.target)
+    if transfer and db is not None and hasattr(search, "warm_start"):
+        result.transfer_records = _warm_start_from_similar(db, task, target, search, features, transfer_limit)
     if resume and db is not None:
         _replay_stored(db, task, target, search, result)
     run_id = None
@@ -172,6 +184,47 @@ def _record(task: Task, target, trial: Trial):
         median_s=r.median_s, spread=r.spread, gflops=r.gflops(task.flops), build_s=r.build_s, run_s=r.run_s,
         error=r.error, trial=trial.index, tool_version=TOOL_VERSION,
     )
+
+
+def _warm_start_from_similar(db, task: Task, target, search, features: FeatureCache, limit: int) -> int:
+    """Warm-start ``search``'s model from records of other workloads of ``task``'s op.
+
+    One query group per workload (the model only learns orders within a workload).
+    Records whose workload cannot be rebuilt here (a user workload not registered in
+    this process) or whose config does not fit the current space are skipped.
+    Returns how many records were used.
+    """
+    by_key: dict[str, tuple[Task, list]] = {}
+    for rec in db.records_similar(task.workload_name, target, exclude_key=task.key, limit=limit):
+        if rec.workload_key not in by_key:
+            try:
+                other = Task(rec.workload_name, dict(rec.params), task.target)
+            except ValueError:
+                other = None
+            by_key[rec.workload_key] = (other, [])
+        other, items = by_key[rec.workload_key]
+        if other is None:
+            continue
+        try:
+            config = Config.from_json(rec.config)
+            if other.space.check(config) is not None:
+                continue
+        except ValueError:
+            continue
+        items.append((config, rec.median_s if rec.status == OK and rec.median_s else math.inf))
+    xs, costs, groups = [], [], []
+    for key, (other, items) in by_key.items():
+        if other is None or not items:
+            continue
+        xs.append(features.get_many(other, [c for c, _ in items]))
+        costs += [cost for _, cost in items]
+        groups += [key] * len(items)
+    if not costs:
+        return 0
+    import numpy as np
+
+    search.warm_start(np.concatenate(xs), costs, groups)
+    return len(costs)
 
 
 def _replay_stored(db, task: Task, target, search, result: TuneResult) -> None:

@@ -138,7 +138,11 @@ def tuning_options(fn: Callable) -> Callable:
         click.option("--early-stopping", type=POSITIVE_INT, default=None, metavar="N",
                      help="Stop after N trials without improvement."),
         click.option("--batch-size", type=POSITIVE_INT, default=64, show_default=True,
-                     help="Candidates proposed, built and measured per step."),
+                     help="Candidates proposed, built and measured per step (the xgb tuner uses at most "
+                          "32 for its first 256 trials, so its model retrains more often early on)."),
+        click.option("--transfer", is_flag=True,
+                     help="xgb: warm-start the cost model from stored records of other shapes of this op "
+                          "on this target; the first batch then follows the model instead of being random."),
         click.option("--anchor/--no-anchor", default=True, show_default=True,
                      help="Measure NumPy (cuBLAS on cuda) on the same workload for comparison."),
         click.option("--progress/--no-progress", default=None,

@@ -158,8 +158,8 @@ def measure_anchor(task) -> dict:
 
 
 def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
-               timeout: float, resume: bool, early_stopping: int | None, batch_size: int, anchor: bool,
-               progress: bool | None) -> None:
+               timeout: float, resume: bool, early_stopping: int | None, batch_size: int, transfer: bool,
+               anchor: bool, progress: bool | None) -> None:
     from .. import target_info
 
     task = Task(op, params, target)
@@ -174,7 +174,8 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
         try:
             with _sigterm_as_interrupt():
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
-                              batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume)
+                              batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
+                              transfer=transfer)
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "

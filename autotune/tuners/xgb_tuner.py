@@ -100,6 +100,7 @@ class XGBTuner(Tuner):
         self._costs: list[float] = []
         self._plan: list[Config] = []
         self._plan_fresh = False
+        self._warm = False  # a model fitted on other workloads' records steers from the first batch
         self.model_s = self.search_s = self.feature_s = 0.0
         self.scored = self.last_scored = self.fits = 0
 
@@ -108,11 +109,12 @@ class XGBTuner(Tuner):
     def warm_start(self, features, costs, groups=None) -> None:
         """Records of other workloads for the model (see ``XGBCostModel.warm_start``).
 
-        The model is refit at once, so with ``min_train=0`` even the first batch
-        follows it.
+        The model is refit at once and, when that fit succeeds, it steers the search
+        from the first batch on (``min_train`` no longer applies).
         """
         self.model.warm_start(features, costs, groups)
         self._refit(np.asarray(features).shape[1])
+        self._warm = self.model.fitted
 
     def _learn(self, configs: list[Config], costs: list[float]) -> None:
         t0 = time.perf_counter()
@@ -141,7 +143,7 @@ class XGBTuner(Tuner):
     def next_batch(self, n: int) -> list[Config]:
         if n <= 0:
             return []
-        if len(self._costs) < self.min_train or not self.model.fitted:
+        if not self.model.fitted or (len(self._costs) < self.min_train and not self._warm):
             return self._random_fresh(n)
         n_random = min(n, int(round(self.eps_random * n)))
         n_model = n - n_random
