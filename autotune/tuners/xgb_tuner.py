@@ -219,6 +219,8 @@ class XGBTuner(Tuner):
         The model ranks these neighbours of known-good configs more reliably than far-away
         configs (it has measured data around them), so a share of every batch comes from
         them: a trust region that keeps the search climbing even while the model is poor.
+        Neighbours the evolutionary part already scored are not drawn again; they compete
+        in the global ranking.
         """
         parents = [c for c, _ in self.measured(finite_only=True)[:self.local_parents]]
         out: list[Config] = []
