@@ -11,7 +11,8 @@ and print:
   - xgb's best after 250 trials against random's best after all trials (and, with
     ``--xgb-seeds N``, xgb's best after 250 trials with N more seeds: one run is one draw),
   - failed trials per tuner by status (every record is in ``--db``: ``autotune log errors``),
-  - the cost model's pairwise accuracy and top-1/top-5 on held-out records of the xgb run,
+  - the cost model's pairwise accuracy and top-1/top-5 on held-out records of the xgb run
+    (``bench/model_quality.py`` gives them per run and pooled over every run in ``--db``),
   - the wall time split into build, run, model and search, and model+search's share.
 """
 from __future__ import annotations

@@ -1,0 +1,85 @@
+"""Cost-model quality on the records of a tuning database: held-out pairwise accuracy and top-k.
+
+    python bench/model_quality.py [--db bench/out/convergence.db] [--splits 4]
+
+For every workload in the database, and for each of its runs and for all its records
+together: fit the XGBoost ranking model on a random 80% of the successful records,
+score the other 20% and print TenSet's metrics (pairwise ranking accuracy, top-1 and
+top-5 score), averaged over ``--splits`` random splits (seed 0 first, as the
+convergence bench uses).
+
+Why per run *and* pooled: the held-out records of a model-guided run crowd around its
+best configs, where many pairs differ by less than the measurement noise and are
+coin flips for any model; random and genetic runs spread over the space. The pooled
+figure is the closest to "how well does the model rank this workload's schedules".
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from autotune.cost_model import evaluate_holdout  # noqa: E402
+from autotune.features import FeatureCache  # noqa: E402
+from autotune.task import Task, TaskError  # noqa: E402
+from schedule.config import Config, ConfigError  # noqa: E402
+from tuning_db import Database  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=os.path.join(OUT, "convergence.db"))
+    parser.add_argument("--splits", type=int, default=4, help="random 80/20 splits to average")
+    args = parser.parse_args()
+    if not os.path.exists(args.db):
+        raise SystemExit(f"no database at {args.db}; run bench/tune_convergence.py first or pass --db")
+    cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
+    with Database(args.db) as db:
+        for wl in db.list_workloads():
+            groups: dict[str, tuple[list, list]] = {}
+            task = None
+            for run in db.list_runs(wl.key):
+                if task is not None and run.target.kind != task.target:
+                    continue  # one target per workload: the first run's
+                for rec in db.history(run.id):
+                    if rec.status != "ok" or not rec.median_s:
+                        continue
+                    if task is None:
+                        try:
+                            task = Task(rec.workload_name, dict(rec.params), rec.target.kind)
+                        except TaskError as exc:
+                            print(f"{wl.key}: skipped ({exc})")
+                            break
+                    try:
+                        config = Config.from_json(rec.config)
+                    except ConfigError:
+                        continue
+                    name = f"run {run.id} ({run.tuner}, seed {run.seed})"
+                    for key in (name, f"all runs ({task.target})"):
+                        groups.setdefault(key, ([], []))
+                        groups[key][0].append(config)
+                        groups[key][1].append(rec.median_s)
+            if task is None:
+                continue
+            print(f"workload {wl.key}")
+            print(f"  {'records':<28} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}   (seed-0 split)")
+            for key, (configs, costs) in groups.items():
+                if len(configs) < 10:
+                    continue
+                x = cache.get_many(task, configs)
+                c = np.asarray(costs)
+                qs = [evaluate_holdout(x, c, test_fraction=0.2, seed=s) for s in range(args.splits)]
+                mean = {m: float(np.mean([q[m] for q in qs])) for m in ("pairwise_accuracy", "top1", "top5")}
+                print(f"  {key:<28} {len(c):>5} {mean['pairwise_accuracy']:>9.3f} {mean['top1']:>6.3f} "
+                      f"{mean['top5']:>6.3f}   ({qs[0]['pairwise_accuracy']:.3f})")
+    cache.close()
+
+
+if __name__ == "__main__":
+    main()
