@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from schedule.config import Config
 
 from . import target_info
@@ -221,8 +223,6 @@ def _warm_start_from_similar(db, task: Task, target, search, features: FeatureCa
         groups += [key] * len(items)
     if not costs:
         return 0
-    import numpy as np
-
     search.warm_start(np.concatenate(xs), costs, groups)
     return len(costs)
 

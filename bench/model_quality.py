@@ -42,29 +42,7 @@ def main() -> None:
     cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
     with Database(args.db) as db:
         for wl in db.list_workloads():
-            groups: dict[str, tuple[list, list]] = {}
-            task = None
-            for run in db.list_runs(wl.key):
-                if task is not None and run.target.kind != task.target:
-                    continue  # one target per workload: the first run's
-                for rec in db.history(run.id):
-                    if rec.status != "ok" or not rec.median_s:
-                        continue
-                    if task is None:
-                        try:
-                            task = Task(rec.workload_name, dict(rec.params), rec.target.kind)
-                        except TaskError as exc:
-                            print(f"{wl.key}: skipped ({exc})")
-                            break
-                    try:
-                        config = Config.from_json(rec.config)
-                    except ConfigError:
-                        continue
-                    name = f"run {run.id} ({run.tuner}, seed {run.seed})"
-                    for key in (name, f"all runs ({task.target})"):
-                        groups.setdefault(key, ([], []))
-                        groups[key][0].append(config)
-                        groups[key][1].append(rec.median_s)
+            task, groups = _successful_records(db, wl.key)
             if task is None:
                 continue
             print(f"workload {wl.key}")
@@ -79,6 +57,38 @@ def main() -> None:
                 print(f"  {key:<28} {len(c):>5} {mean['pairwise_accuracy']:>9.3f} {mean['top1']:>6.3f} "
                       f"{mean['top5']:>6.3f}   ({qs[0]['pairwise_accuracy']:.3f})")
     cache.close()
+
+
+def _successful_records(db, workload_key: str) -> tuple[Task | None, dict[str, tuple[list, list]]]:
+    """The workload's task (on its first run's target) and its ok records: (configs, seconds)
+    per run and pooled. (None, {}) when the workload cannot be rebuilt in this process."""
+    runs = db.list_runs(workload_key)
+    if not runs:
+        return None, {}
+    first = runs[0]
+    try:
+        task = Task(first.workload_name, dict(db.history(first.id)[0].params), first.target.kind)
+    except (TaskError, IndexError) as exc:
+        print(f"{workload_key}: skipped ({exc})")
+        return None, {}
+    pooled = f"all runs ({task.target})"
+    groups: dict[str, tuple[list, list]] = {}
+    for run in runs:
+        if run.target.kind != task.target:
+            continue  # one target per workload: the first run's
+        name = f"run {run.id} ({run.tuner}, seed {run.seed})"
+        for rec in db.history(run.id):
+            if rec.status != "ok" or not rec.median_s:
+                continue
+            try:
+                config = Config.from_json(rec.config)
+            except ConfigError:
+                continue
+            for key in (name, pooled):
+                configs, costs = groups.setdefault(key, ([], []))
+                configs.append(config)
+                costs.append(rec.median_s)
+    return task, groups
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ hash stably (SHA-256 of canonical JSON) and replay to the same schedule in any p
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,19 +49,9 @@ class Knob:
         return _neighbor_table(self.candidates)[index]
 
 
+@functools.lru_cache(maxsize=1024)
 def _neighbor_table(candidates: tuple) -> tuple[tuple[int, ...], ...]:
-    table = _NEIGHBORS.get(candidates)
-    if table is None:
-        table = _NEIGHBORS[candidates] = _compute_neighbors(candidates)
-    return table
-
-
-_NEIGHBORS: dict[tuple, tuple[tuple[int, ...], ...]] = {}
-
-
-def _compute_neighbors(candidates: tuple) -> tuple[tuple[int, ...], ...]:
-    import math
-
+    """``Knob.neighbors`` for every candidate at once (knobs of one space share it)."""
     n = len(candidates)
     everyone = tuple(tuple(j for j in range(n) if j != i) for i in range(n))
 

@@ -59,7 +59,7 @@ def summary_lines(task, target, result, db, anchor: dict) -> list[str]:
         f"trials:   {len(history)} ({errors} failed)" + _run_part(result, db),
         f"database: {db.location}",
     ]
-    if getattr(result, "transfer_records", 0):
+    if result.transfer_records:
         lines.append(f"model:    warm-started from {result.transfer_records} records of other {task.workload_name} shapes")
     best = result.best
     if best is None:

@@ -234,10 +234,8 @@ class XGBTuner(Tuner):
                 child = self.space.mutate(parent, self.rng, 1.0)
                 if self.rng.random() < 0.5:
                     child = self.space.mutate(child, self.rng, 1.0)
-                key = config_key(child)
-                if key in seen or self.visited(child) or self.space.check(child) is not None:
+                if self.visited(child) or not self._admit(child, seen):
                     continue
-                seen[key] = (-math.inf, child)
                 out.append(child)
                 made += 1
         return out
@@ -271,12 +269,17 @@ class XGBTuner(Tuner):
                     child = self.space.mutate(child, self.rng, self.local_mutation)
             else:
                 child = self.space.mutate(a, self.rng, self.local_mutation)
-            key = config_key(child)
-            if key in seen or self.space.check(child) is not None:
-                continue
-            seen[key] = (-math.inf, child)
-            out.append(child)
+            if self._admit(child, seen):
+                out.append(child)
         return out
+
+    def _admit(self, child: Config, seen: dict) -> bool:
+        """Whether ``child`` is valid and new to this search; if so it joins ``seen`` (unscored)."""
+        key = config_key(child)
+        if key in seen or self.space.check(child) is not None:
+            return False
+        seen[key] = (-math.inf, child)
+        return True
 
 
 def _interleave(local: list[Config], ranked: list[Config], share: float, want: int) -> list[Config]:

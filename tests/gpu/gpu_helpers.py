@@ -13,14 +13,16 @@ from schedule.gpu_passes import lower_gpu
 from schedule.space import ConfigSpace, _split_levels
 
 
+def _matmul_with_local_tile(M: int, N: int, K: int):
+    """The library's float32 matmul (A, B, C), a fresh schedule and C's cache_write local tile."""
+    A, B, C = te.create_workload("matmul", M=M, N=N, K=K).args
+    s = schedule.create_schedule(C)
+    return A, B, C, s, s.cache_write(C, "local")
+
+
 def gpu_matmul(M=64, N=64, K=64, vthread=2, threads=4, s3=2, s4=2, r1=2, r2=4, unroll=False):
     """(schedule, args) of an SSSRRSRS matmul, built by hand with the primitives."""
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = schedule.create_schedule(C)
-    CL = s.cache_write(C, "local")
+    A, B, C, s, CL = _matmul_with_local_tile(M, N, K)
     AS = s.cache_read(A, "shared", [CL])
     BS = s.cache_read(B, "shared", [CL])
     st = s[C]
@@ -109,12 +111,7 @@ def check_sampled(name: str, params: dict, count: int, seed: int, compile: bool 
 def gpu_matmul_2d(M=48, N=40, K=24, ty=4, tx=8, rk=8):
     """(schedule, args) of a matmul on a 2-D block (threadIdx.y x threadIdx.x, blockIdx.y x
     blockIdx.x) whose cooperative fetch is split over both thread dimensions."""
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = schedule.create_schedule(C)
-    CL = s.cache_write(C, "local")
+    A, B, C, s, CL = _matmul_with_local_tile(M, N, K)
     shared = [s.cache_read(A, "shared", [CL]), s.cache_read(B, "shared", [CL])]
     st = s[C]
     i, j = st.op.axis
