@@ -208,10 +208,19 @@ def test_factor_candidates_cover_odd_and_prime_extents():
     assert factor_candidates(12) == [1, 2, 3, 4, 6, 8, 12]
 
 
-def test_user_workload_gets_a_space():
+@pytest.fixture
+def gemv_workload_name():
+    """A user workload name, unregistered after the test (the registry is process-wide)."""
+    from te import workload as te_workload
+
+    yield "test_space_gemv_relu"
+    te_workload._REGISTRY.pop("test_space_gemv_relu", None)
+
+
+def test_user_workload_gets_a_space(gemv_workload_name):
     """The space comes from the DAG, not from per-op templates."""
 
-    @te.register_workload("test_space_gemv_relu", override=True)
+    @te.register_workload(gemv_workload_name, override=True)
     def gemv_relu(N, K):
         A = te.placeholder((N, K), name="A")
         x = te.placeholder((K,), name="x")
@@ -220,7 +229,7 @@ def test_user_workload_gets_a_space():
         z = te.compute((N,), lambda i: te.max(y[i], 0.0), name="z")
         return [A, x, z]
 
-    task = Task("test_space_gemv_relu", dict(N=19, K=23))
+    task = Task(gemv_workload_name, dict(N=19, K=23))
     roles = {p.name: p.role for p in task.space.sketch.plans}
     assert roles == {"y": "multi_level", "z": "fused"}
     wl = task.workload
