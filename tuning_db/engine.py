@@ -15,8 +15,18 @@ busy_timeout cannot help). Readers use a plain ``BEGIN``; writers use the engine
 ``writer()``, whose transactions start with ``BEGIN IMMEDIATE``: they take the write lock
 up front, waiting up to busy_timeout for it, so concurrent writers queue instead of failing.
 Other databases (PostgreSQL for shared use) get none of this and need none of it.
+
+Switching a new file to WAL is the one step busy_timeout does not cover: while another
+process is switching (or creating the file), SQLite answers ``PRAGMA journal_mode = WAL``
+with "database is locked" at once, without calling the busy handler. Two runs started
+together on a fresh file would then see one of them fail to open it, so that pragma is
+retried (with a short random back-off) until busy_timeout has passed.
 """
 from __future__ import annotations
+
+import random
+import sqlite3
+import time
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
@@ -57,11 +67,24 @@ def _configure_sqlite_connection(dbapi_connection, connection_record) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the file's lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(random.uniform(0.005, 0.05))
 
 
 def _begin_sqlite_transaction(connection) -> None:
