@@ -36,7 +36,7 @@ class LocalBuilder:
         for n, inp in enumerate(inputs):
             t0 = time.perf_counter()
             try:
-                source = cpu.generate_source(inp.task.lower(inp.config))  # lowering checks the config first
+                source = self.source(inp)
             except ConfigError as exc:
                 results[n] = BuildResult(INVALID, error=str(exc))
                 continue
@@ -55,6 +55,10 @@ class LocalBuilder:
                 for n in pending[key]:
                     results[n] = BuildResult(status, artifact, key, error, build_s=codegen_s[n] + seconds)
         return results  # type: ignore[return-value]
+
+    def source(self, inp: MeasureInput) -> str:
+        """The C source of one candidate (lowering checks the config first)."""
+        return cpu.generate_source(inp.task.lower(inp.config))
 
     def _compile(self, source: str):
         t0 = time.perf_counter()

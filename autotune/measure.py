@@ -50,7 +50,11 @@ class BuildResult:
 
 @dataclass
 class MeasureResult:
-    """Outcome of one trial. ``costs`` are seconds per run; ``median_s`` is None unless ok."""
+    """Outcome of one trial. ``costs`` are seconds per run; ``median_s`` is None unless ok.
+
+    With several measuring rounds (``runner.TimingOptions.rounds``), ``costs`` are the
+    repeats of the fastest round and ``rounds`` counts the rounds that ran.
+    """
 
     status: str
     costs: list[float] = field(default_factory=list)
@@ -58,6 +62,7 @@ class MeasureResult:
     build_s: float = 0.0
     run_s: float = 0.0
     timestamp: float = field(default_factory=time.time)
+    rounds: int = 1
 
     @property
     def ok(self) -> bool:

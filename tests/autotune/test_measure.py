@@ -1,0 +1,138 @@
+"""Every trial status, from real kernels: one that segfaults, one that hangs, one that gives
+a wrong answer, one that does not compile; the runner recovers after each and a tuning run
+goes on and stores them. Also the measuring rounds of the runner.
+
+Bad kernels are made by ``SabotagingBuilder``: it wraps the generated matmul kernel in a
+function that crashes, spins, corrupts the output or does not compile, for the configs
+it is told to sabotage.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autotune import Task, tune
+from autotune.builder import LocalBuilder
+from autotune.measure import (
+    COMPILE_ERROR, OK, RUNTIME_ERROR, TIMEOUT, WRONG_ANSWER, MeasureInput, MeasureResult,
+)
+from autotune.runner import LocalRunner, TimingOptions, _keep_faster_round
+from tuning_db import Database
+
+SIGNATURE = "void kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C)"
+
+#: What the wrapper does before and after the real kernel, per sabotage.
+SABOTAGE = {
+    "segfault": ("*(volatile int*)0 = 1;", ""),
+    "hang": ("for (volatile unsigned long spin = 0;; ++spin) {}", ""),
+    "wrong": ("", "C[3] += 100.0f;"),
+    "no_compile": ("this is not C;", ""),
+    "slow": ("usleep(40000);", ""),
+}
+
+
+def sabotaged(source: str, how: str) -> str:
+    """``source`` with its kernel wrapped so that it does ``how``."""
+    assert SIGNATURE in source, "the matmul kernel's signature changed; update SIGNATURE"
+    before, after = SABOTAGE[how]
+    wrapper = f"\n{SIGNATURE} {{\n  {before}\n  kernel_good(A, B, C);\n  {after}\n}}\n"
+    head = "#include <unistd.h>\n"
+    return head + source.replace(SIGNATURE, SIGNATURE.replace("void kernel(", "static void kernel_good(")) + wrapper
+
+
+class SabotagingBuilder(LocalBuilder):
+    """Builds the configs in ``plan`` (config -> sabotage) sabotaged, the others as usual."""
+
+    def __init__(self, plan: dict, **kw):
+        super().__init__(**kw)
+        self.plan = plan
+
+    def source(self, inp: MeasureInput) -> str:
+        source = super().source(inp)
+        how = self.plan.get(inp.config)
+        return source if how is None else sabotaged(source, how)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return Task("matmul", dict(M=32, N=32, K=32))
+
+
+def distinct_configs(task, n, seed=0):
+    rng = random.Random(seed)
+    configs = []
+    while len(configs) < n:
+        c = task.space.sample(rng)
+        if c not in configs:
+            configs.append(c)
+    return configs
+
+
+FAST = TimingOptions(min_time=0.005, rounds=1)
+
+
+def test_runner_gives_each_failure_its_status_and_goes_on(task):
+    configs = distinct_configs(task, 6)
+    hows = ["segfault", None, "hang", "wrong", None, "no_compile"]
+    builder = SabotagingBuilder({c: h for c, h in zip(configs, hows) if h}, n_workers=2)
+    builds = builder.build([MeasureInput(task, c) for c in configs])
+    assert [b.status for b in builds] == [OK] * 5 + [COMPILE_ERROR]
+    assert "not C" in builds[5].error or "error" in builds[5].error
+    with LocalRunner(timeout=2.0, options=FAST) as runner:
+        results = runner.run(task, builds)
+    assert [r.status for r in results] == [RUNTIME_ERROR, OK, TIMEOUT, WRONG_ANSWER, OK, COMPILE_ERROR]
+    assert "SIGSEGV" in results[0].error
+    assert "2 s" in results[2].error
+    assert "first at (0, 3)" in results[3].error  # where the output differs
+    assert all(r.cost > 0 and r.cost < float("inf") for r in (results[1], results[4]))
+    assert all(r.cost == float("inf") for i, r in enumerate(results) if i not in (1, 4))
+
+
+def test_tuning_run_continues_past_every_failure_and_stores_it(task, tmp_path):
+    # The grid tuner walks the space's enumeration in order: sabotage its first four configs.
+    enumeration = task.space.enumerate()
+    first = [next(enumeration) for _ in range(4)]
+    hows = ["segfault", "hang", "wrong", "no_compile"]
+    builder = SabotagingBuilder(dict(zip(first, hows)), n_workers=2)
+    with Database(tmp_path / "t.db") as db, LocalRunner(timeout=2.0, options=FAST) as runner:
+        result = tune(task, trials=10, tuner="grid", db=db, batch_size=5, builder=builder, runner=runner)
+        statuses = [t.result.status for t in result.history]
+        assert statuses == [RUNTIME_ERROR, TIMEOUT, WRONG_ANSWER, COMPILE_ERROR] + [OK] * 6
+        assert result.best_config not in first
+        (run,) = db.list_runs()
+        assert run.status == "finished" and run.n_records == 10
+        stored = db.history(run.id)
+        assert [r.status for r in stored] == statuses
+        assert all(r.median_s is None and r.error for r in stored[:4])
+        assert all(r.median_s > 0 for r in stored[4:])
+
+
+def test_later_rounds_measure_only_candidates_near_the_best(task):
+    good, slow = distinct_configs(task, 2, seed=2)
+    builder = SabotagingBuilder({slow: "slow"}, n_workers=2)
+    builds = builder.build([MeasureInput(task, c) for c in (good, good, slow)])
+    options = TimingOptions(min_time=0.005, rounds=3, recheck_within=20.0)
+    with LocalRunner(timeout=5.0, options=options) as runner:
+        results = runner.run(task, builds)
+    assert [r.status for r in results] == [OK] * 3
+    assert [r.rounds for r in results] == [3, 3, 1]  # 40 ms of sleep: far more than 20x a 32^3 matmul
+    assert results[2].cost > 0.04
+
+
+def test_a_later_round_keeps_the_faster_and_a_later_failure_wins():
+    first = MeasureResult(OK, costs=[2.0, 2.1, 2.2], run_s=1.0)
+    faster = _keep_faster_round(first, MeasureResult(OK, costs=[1.0, 1.1, 1.2], run_s=1.0))
+    assert faster.costs == [1.0, 1.1, 1.2] and faster.rounds == 2 and faster.run_s == 2.0
+    slower = _keep_faster_round(faster, MeasureResult(OK, costs=[3.0, 3.0, 3.0], run_s=1.0))
+    assert slower.costs == [1.0, 1.1, 1.2] and slower.rounds == 3
+    failed = _keep_faster_round(slower, MeasureResult(WRONG_ANSWER, error="C differs", run_s=0.5))
+    assert failed.status == WRONG_ANSWER and failed.cost == float("inf")
+    assert "later measuring round" in failed.error and "C differs" in failed.error
+
+
+def test_timing_options_reject_nonsense():
+    with pytest.raises(ValueError, match="rounds"):
+        TimingOptions(rounds=0)
+    with pytest.raises(ValueError, match="recheck_within"):
+        TimingOptions(recheck_within=0.5)
