@@ -17,7 +17,8 @@ sentinel), compared with the reference; one warm-up; then repeats until both
 after flushing the caches with a buffer larger than the last-level cache, each
 repeat long enough (several calls) to be well above the clock's resolution. A
 candidate already ``slow_factor`` times slower than the best so far stops after the
-warm-up: it cannot win, and its one timing ranks it.
+warm-up: it cannot win, and its one timing ranks it. That is one round; the runner
+asks for several rounds of the same kernel and keeps the fastest (see ``runner``).
 """
 from __future__ import annotations
 
