@@ -146,11 +146,10 @@ class LocalRunner:
             if result.ok and (best_cost is None or result.cost < best_cost):
                 best_cost = result.cost
             results.append(result)
+        if best_cost is None:
+            return results  # nothing measured ok: nothing to measure again
         for round_ in range(1, self.options.rounds):
-            best_cost = min([r.cost for r in results if r.ok] + ([best_cost] if best_cost is not None else []),
-                            default=None)
-            if best_cost is None:
-                break  # nothing measured ok: nothing to measure again
+            best_cost = min([best_cost] + [r.cost for r in results if r.ok])
             indices = range(len(results)) if round_ % 2 == 0 else range(len(results) - 1, -1, -1)
             for i in indices:
                 first = results[i]
