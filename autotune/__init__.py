@@ -21,7 +21,7 @@ _EXPORTS = {
     "Task": "task", "TaskError": "task",
     "tune": "tuning", "TuneResult": "tuning", "Trial": "tuning", "Progress": "tuning",
     "build": "dispatch", "default_config": "dispatch",
-    "MeasureInput": "measure", "MeasureResult": "measure", "STATUSES": "measure",
+    "MeasureInput": "measure", "MeasureResult": "measure", "STATUSES": "measure", "TimingOptions": "runner",
     "make_tuner": "tuners",
 }
 __all__ = sorted(_EXPORTS)

@@ -133,6 +133,10 @@ def tuning_options(fn: Callable) -> Callable:
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search and the inputs."),
         click.option("--timeout", type=POSITIVE_FLOAT, default=10.0, show_default=True,
                      help="Seconds one candidate may run before it counts as a timeout."),
+        click.option("--rounds", type=POSITIVE_INT, default=3, show_default=True,
+                     help="Measuring rounds per batch; each candidate near the best keeps its fastest "
+                          "(a shared machine's slow-downs outlast one measurement). 1 is faster on a "
+                          "quiet, dedicated machine."),
         click.option("--resume", is_flag=True,
                      help="Continue from the records stored for this workload and target."),
         click.option("--early-stopping", type=POSITIVE_INT, default=None, metavar="N",

@@ -158,9 +158,10 @@ def measure_anchor(task) -> dict:
 
 
 def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
-               timeout: float, resume: bool, early_stopping: int | None, batch_size: int, transfer: bool,
-               anchor: bool, progress: bool | None) -> None:
+               timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
+               transfer: bool, anchor: bool, progress: bool | None) -> None:
     from .. import target_info
+    from ..runner import TimingOptions
 
     task = Task(op, params, target)
     if anchor and target == "cpu" and anchors.has_numpy_anchor(task) and anchors.blas_overrides_set():
@@ -175,7 +176,7 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
             with _sigterm_as_interrupt():
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
                               batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
-                              transfer=transfer)
+                              transfer=transfer, timing=TimingOptions(rounds=rounds))
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "

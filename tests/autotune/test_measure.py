@@ -136,3 +136,11 @@ def test_timing_options_reject_nonsense():
         TimingOptions(rounds=0)
     with pytest.raises(ValueError, match="recheck_within"):
         TimingOptions(recheck_within=0.5)
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_tune_measures_in_the_rounds_asked(task, rounds):
+    result = tune(task, trials=6, tuner="random", batch_size=6, timing=TimingOptions(min_time=0.005, rounds=rounds))
+    assert all(t.result.ok for t in result.history)
+    assert max(t.result.rounds for t in result.history) == rounds  # the best is always near the best
+    assert all(t.result.rounds in (1, rounds) for t in result.history)

@@ -24,6 +24,7 @@ CASES = {
     "trials abc": (["matmul", "--trials", "abc"], USAGE,
                    "Invalid value for '--trials': 'abc' is not a valid integer range."),
     "negative extent": (["matmul", "-M", "-3"], USAGE, "Invalid value for '-M' / '--M': -3 is not in the range x>=1."),
+    "rounds 0": (["matmul", "--rounds", "0"], USAGE, "Invalid value for '--rounds': 0 is not in the range x>=1."),
     "unknown op": (["frobnicate"], USAGE, "No such command 'frobnicate'."),
     "unknown target": (["matmul", "--target", "tpu"], USAGE,
                        "Invalid value for '--target': 'tpu' is not one of 'auto', 'cpu', 'cuda'."),

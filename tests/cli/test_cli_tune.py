@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+from click.testing import CliRunner
+
 import tuning_db
+from autotune.cli import cli as autotune_cli
 
 from cli_helpers import MATMUL_KEY, cli_env
 
@@ -62,3 +66,21 @@ def test_transfer_warm_starts_from_another_shape(cli):
                    "--transfer", "--no-anchor")
     assert re.search(r"^model: +warm-started from 8 records of other matmul shapes$", proc.stdout, re.M)
     assert re.search(r"^trials: +8 \(\d+ failed\), run 2$", proc.stdout, re.M)
+
+
+@pytest.mark.parametrize("args, rounds", [([], 3), (["--rounds", "1"], 1)])
+def test_rounds_option_sets_the_measuring_rounds(tmp_path, monkeypatch, args, rounds):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tune(task, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr("autotune.tuning.tune", fake_tune)
+    result = CliRunner().invoke(autotune_cli, ["matmul", "-M", "8", "-N", "8", "-K", "8", "--no-anchor",
+                                               "--db", str(tmp_path / "t.db"), *args])
+    assert isinstance(result.exception, Stop), result.output
+    assert seen["timing"].rounds == rounds
