@@ -86,7 +86,7 @@ class ConfigSpace(SearchSpace):
 
     ``ConfigSpace.from_tensors(..., target="cuda")`` gives the GPU subclass
     (``schedule.space_gpu``), which overrides the per-role hooks below
-    (``_knobs_for``, ``_plan_problem``, ``_apply_plan``, ``_describe_plan``).
+    (``_knobs_for``, ``_plan_problem``, ``_appliers``, ``_describe_plan``).
     """
 
     inputs: list[Tensor]
@@ -147,11 +147,9 @@ class ConfigSpace(SearchSpace):
         return None
 
     @staticmethod
-    def _apply_plan(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
-        if plan.role == MULTI_LEVEL:
-            _apply_multi_level(s, plan, name, v)
-        elif plan.role == SIMPLE:
-            _apply_simple(s, plan, name, v)
+    def _appliers() -> dict:
+        """role -> ``apply(s, plan, name, values)`` for the stages this sketch schedules."""
+        return {MULTI_LEVEL: _apply_multi_level, SIMPLE: _apply_simple}
 
     @staticmethod
     def _describe_plan(plan: StagePlan) -> str:
@@ -183,8 +181,10 @@ class ConfigSpace(SearchSpace):
         for plan in self.sketch.plans:
             if plan.role == INLINE:
                 s[plan.op].compute_inline()
+        appliers = self._appliers()
         for plan in self.sketch.plans:
-            self._apply_plan(s, plan, self.names[plan.op], config.values)
+            if plan.role in appliers:
+                appliers[plan.role](s, plan, self.names[plan.op], config.values)
         return s, self.args
 
     # ------------------------------------------------------------ explanation

@@ -122,11 +122,8 @@ class GPUConfigSpace(ConfigSpace):
         return None
 
     @staticmethod
-    def _apply_plan(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
-        if plan.role == MULTI_LEVEL:
-            _apply_multi_level(s, plan, name, v)
-        elif plan.role == SIMPLE:
-            _apply_simple(s, plan, name, v)
+    def _appliers() -> dict:
+        return {MULTI_LEVEL: _apply_multi_level, SIMPLE: _apply_simple}
 
     @staticmethod
     def _describe_plan(p: StagePlan) -> str:
