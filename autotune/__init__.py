@@ -20,8 +20,12 @@ import importlib
 _EXPORTS = {
     "Task": "task", "TaskError": "task",
     "tune": "tuning", "TuneResult": "tuning", "Trial": "tuning", "Progress": "tuning",
+    "TuningLoop": "loop", "TuningCallback": "loop",
     "build": "dispatch", "default_config": "dispatch",
-    "MeasureInput": "measure", "MeasureResult": "measure", "STATUSES": "measure", "TimingOptions": "runner",
+    "MeasureInput": "measure", "MeasureResult": "measure", "STATUSES": "measure", "Status": "measure",
+    "Builder": "measure", "Runner": "measure", "TimingOptions": "runner",
+    "LocalBuilder": "builder", "LocalRunner": "runner",
+    "parse_target": "targets", "register_autotune_parts": "targets", "AutotuneParts": "targets",
     "make_tuner": "tuners",
 }
 __all__ = sorted(_EXPORTS)

@@ -20,7 +20,9 @@ anchored: NumPy has no BLAS path for other dtypes.
 machines, so a process that measures an anchor calls ``reexec_without_blas_overrides()``
 first (before doing any work), which restarts it once without them; ``describe_blas()``
 puts the kernel that actually ran on record. On a CUDA target the anchor is cuBLAS
-through CuPy (``cupy_gflops``), timed with CUDA events.
+through CuPy (``cupy_gflops``), timed with CUDA events. ``NumpyAnchor`` and
+``CublasAnchor`` are the two behind one interface; each target kind names its own in
+``autotune.targets``.
 """
 from __future__ import annotations
 
@@ -238,3 +240,37 @@ def cupy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -
         end.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
     return task.flops / statistics.median(times) / 1e9
+
+
+# ---------------------------------------------------------------- anchors per target kind
+
+
+class NumpyAnchor:
+    """The anchor of CPU kinds: NumPy (OpenBLAS/MKL), measured in this process."""
+
+    name = "NumPy"
+
+    def wants_clean_blas(self, task) -> bool:
+        """Whether measuring ``task`` needs the restart without the OpenBLAS overrides."""
+        return has_numpy_anchor(task)
+
+    def measure(self, task) -> dict:
+        """dict(name, gflops, blas), or dict(why) when the op has no fair NumPy equivalent."""
+        fn, why = numpy_equivalent(task)
+        if fn is None:
+            return dict(why=why)
+        gflops = task.flops / median_seconds(fn) / 1e9
+        return dict(name=self.name, gflops=gflops, blas=describe_blas())
+
+
+class CublasAnchor:
+    """The anchor of the cuda kind: cuBLAS through CuPy, timed with CUDA events."""
+
+    name = "cuBLAS"
+
+    def wants_clean_blas(self, task) -> bool:
+        return False
+
+    def measure(self, task) -> dict:
+        gflops = cupy_gflops(task, quiet=True)
+        return dict(name=self.name, gflops=gflops, why="no anchor: no cuBLAS equivalent of this op")

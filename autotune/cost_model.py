@@ -1,6 +1,6 @@
 """The XGBoost cost model: rank schedules by predicted speed, and measure how well it ranks.
 
-    model = XGBCostModel(seed=0)
+    model = XGBCostModel(seed=0)         # a CostModel (the protocol a search reads)
     model.fit(features, costs)           # costs in seconds, inf for failed trials
     scores = model.predict(candidates)   # higher = predicted faster
     evaluate_holdout(features, costs)    # {"pairwise_accuracy": ..., "top1": ..., "top5": ...}
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Protocol
 
 import numpy as np
 
@@ -59,8 +60,36 @@ def relevance(costs, groups=None) -> np.ndarray:
     return rel
 
 
+class CostModel(Protocol):
+    """What a model-guided search needs of a cost model (AutoTVM's ``CostModel``).
+
+    ``fit(features, costs, groups=None)``
+        Train from scratch on ``features`` (n, d) and ``costs`` (seconds; ``inf`` for
+        failed trials), plus any warm-start records. ``groups`` (one id per record)
+        splits them into query groups whose costs are never compared with each other.
+        A fit with nothing to learn (one distinct cost) leaves the model unfitted.
+    ``predict(features) -> np.ndarray``
+        One score per row, higher = predicted faster; only when ``fitted``.
+    ``warm_start(features, costs, groups=None)``
+        Records of other workloads that join every later ``fit`` as extra groups.
+    ``fitted``
+        Whether ``predict`` may be called.
+
+    Scores only order candidates: a search never reads them as times.
+    """
+
+    @property
+    def fitted(self) -> bool: ...
+
+    def fit(self, features, costs, groups=None) -> "CostModel": ...
+
+    def predict(self, features) -> np.ndarray: ...
+
+    def warm_start(self, features, costs, groups=None) -> None: ...
+
+
 class XGBCostModel:
-    """Gradient-boosted trees that score loop-nest features; higher score = faster.
+    """Gradient-boosted trees that score loop-nest features; higher score = faster (a ``CostModel``).
 
     Objective (chosen deliberately, checked against xgboost 3.2):
 

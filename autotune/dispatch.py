@@ -5,7 +5,7 @@
     f = autotune.build(task, db=db)       # the same, without the context
     f(a, b, c); f.config; f.record        # NumPy arrays; the Config used; its MeasureRecord or None
 
-Which config: ``tuning_db.lookup_best(task.key, kind, device)`` on the active database,
+Which config: ``tuning_db.lookup_best(task.key, task.target_kind, device)`` on the active database,
 matched on the target kind and this machine's device (a schedule tuned on another CPU
 model is not reused). With no record, or one from another version of the schedule space,
 the build falls back to a deterministic default, ``task.space.sample(random.Random(0))``,
@@ -38,7 +38,7 @@ def best_config(task: Task, db=None):
     scope = apply_best(db) if db is not None else contextlib.nullcontext()
     device = target_info.describe(task.target).device
     with scope:
-        record = lookup_best(task.key, task.target, device or None)
+        record = lookup_best(task.key, task.target_kind, device or None)
     if record is None:
         return default_config(task), None
     try:
@@ -61,13 +61,10 @@ def build(task: Task, db=None):
     Returns the backend's module, callable with arrays in the workload's argument order,
     with ``.config`` (the Config used) and ``.record`` (its MeasureRecord, None for the default).
     """
+    from backends import backend_for
+
     config, record = best_config(task, db)
-    func = task.lower(config)
-    if task.target == "cpu":
-        from backends import cpu as backend
-    else:
-        from backends import cuda as backend
-    module = backend.build(func)
+    module = backend_for(task.target).build(task.lower(config))
     module.config = config
     module.record = record
     return module

@@ -1,8 +1,12 @@
-"""Records that flow through one measurement, and the status vocabulary.
+"""Records that flow through one measurement, the Builder/Runner interfaces, and the statuses.
 
     MeasureInput(task, config) -> Builder -> BuildResult -> Runner -> MeasureResult
 
-Every trial ends in exactly one status:
+``Builder`` and ``Runner`` are the two interfaces (AutoTVM's measure API); which ones
+measure a task is the target's choice (``autotune.targets``): ``builder.LocalBuilder``
+builds for any target through its backend, ``runner.LocalRunner`` runs CPU kernels in a
+measuring process. Every trial ends in exactly one ``Status`` (``tuning_db.Status``, so
+the database stores the same words):
 
     ok             built, verified against the reference, timed
     compile_error  the compiler rejected the generated code (or lowering failed)
@@ -21,14 +25,13 @@ import time
 from dataclasses import dataclass, field
 
 from schedule.config import Config
+from tuning_db.records import STATUSES, Status
 
-OK = "ok"
-COMPILE_ERROR = "compile_error"
-RUNTIME_ERROR = "runtime_error"
-WRONG_ANSWER = "wrong_answer"
-TIMEOUT = "timeout"
-INVALID = "invalid"
-STATUSES = (OK, COMPILE_ERROR, RUNTIME_ERROR, WRONG_ANSWER, TIMEOUT, INVALID)
+__all__ = ["Status", "STATUSES", "MeasureInput", "BuildResult", "MeasureResult", "Builder", "Runner"]
+
+# Short names of the statuses, kept for the callers that import them from here.
+OK, COMPILE_ERROR, RUNTIME_ERROR = Status.OK, Status.COMPILE_ERROR, Status.RUNTIME_ERROR
+WRONG_ANSWER, TIMEOUT, INVALID = Status.WRONG_ANSWER, Status.TIMEOUT, Status.INVALID
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,14 @@ class MeasureInput:
 class BuildResult:
     """Outcome of building one config: a shared object to load, or why there is none."""
 
-    status: str
-    artifact: str | None = None  # path of the compiled kernel
+    status: Status
+    artifact: str | None = None  # path of the compiled kernel (a shared object, a CUBIN, ...)
     source_hash: str | None = None
     error: str | None = None
     build_s: float = 0.0
+
+    def __post_init__(self):
+        self.status = Status(self.status)
 
 
 @dataclass
@@ -56,7 +62,7 @@ class MeasureResult:
     repeats of the fastest round and ``rounds`` counts the rounds that ran.
     """
 
-    status: str
+    status: Status
     costs: list[float] = field(default_factory=list)
     error: str | None = None
     build_s: float = 0.0
@@ -64,9 +70,12 @@ class MeasureResult:
     timestamp: float = field(default_factory=time.time)
     rounds: int = 1
 
+    def __post_init__(self):
+        self.status = Status(self.status)
+
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status is Status.OK
 
     @property
     def median_s(self) -> float | None:
@@ -89,3 +98,35 @@ class MeasureResult:
     def gflops(self, flops: int) -> float | None:
         m = self.median_s
         return None if m is None else flops / m / 1e9
+
+
+class Builder:
+    """Turns measure inputs into compiled kernels: ``build(inputs)`` returns one
+    ``BuildResult`` per input, in order. A failure is a result (its status and error),
+    never an exception; only a broken environment (no compiler at all) raises."""
+
+    def build(self, inputs: list[MeasureInput]) -> list[BuildResult]:
+        raise NotImplementedError
+
+
+class Runner:
+    """Verifies and times built kernels on the device: ``run(task, builds, best_cost)``
+    returns one ``MeasureResult`` per build of ``task``'s inputs, in order. A build that
+    failed passes its status through; a kernel that crashes, hangs or gives a wrong answer
+    is a result with that status. ``best_cost`` (seconds, the best measured before the
+    batch, or None) lets a runner stop timing hopeless candidates early.
+
+    Runners hold processes or devices: ``close()`` releases them (also ``with runner:``).
+    """
+
+    def run(self, task, builds: list[BuildResult], best_cost: float | None = None) -> list[MeasureResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from .measure import OK, RUNTIME_ERROR, TIMEOUT, BuildResult, MeasureResult
+from .measure import OK, RUNTIME_ERROR, TIMEOUT, BuildResult, MeasureResult, Runner, Status
 
 
 @dataclass
@@ -59,8 +59,13 @@ class TimingOptions:
             raise ValueError(f"TimingOptions.recheck_within must be >= 1, got {self.recheck_within!r}")
 
 
-class LocalRunner:
-    """Runs candidates of one task at a time in a child process, with a per-candidate timeout."""
+class LocalRunner(Runner):
+    """Runs candidates of one task at a time in a child process, with a per-candidate timeout.
+
+    The measuring process loads shared objects: this is the runner of the CPU kinds
+    (``autotune.targets``). ``run`` first asks the target's parts whether it can be
+    measured here and raises ``targets.MeasureUnavailable`` with the reason if not.
+    """
 
     def __init__(self, timeout: float = 10.0, options: TimingOptions | None = None, seed: int = 0,
                  setup_timeout: float = 300.0):
@@ -138,25 +143,17 @@ class LocalRunner:
         ``best_cost`` (seconds, the best measured before this batch) lets hopeless
         candidates stop early and picks who gets the later rounds.
         """
-        results = []
-        for build in builds:
+        from .targets import require_measurable
+
+        require_measurable(task.target)
+
+        def measure(i: int, best: float | None) -> MeasureResult:
+            build = builds[i]
             if build.status != OK:
-                results.append(MeasureResult(build.status, error=build.error, build_s=build.build_s))
-                continue
-            result = self._run_one(task, build, best_cost)
-            if result.ok and (best_cost is None or result.cost < best_cost):
-                best_cost = result.cost
-            results.append(result)
-        if best_cost is None:
-            return results  # nothing measured ok: nothing to measure again
-        for round_ in range(1, self.options.rounds):
-            best_cost = min([best_cost] + [r.cost for r in results if r.ok])
-            indices = range(len(results)) if round_ % 2 == 0 else range(len(results) - 1, -1, -1)
-            for i in indices:
-                first = results[i]
-                if first.ok and first.cost <= self.options.recheck_within * best_cost:
-                    results[i] = _keep_faster_round(first, self._run_one(task, builds[i], best_cost))
-        return results
+                return MeasureResult(build.status, error=build.error, build_s=build.build_s)
+            return self._run_one(task, build, best)
+
+        return measure_in_rounds(len(builds), measure, self.options, best_cost)
 
     def _run_one(self, task, build: BuildResult, best_cost: float | None) -> MeasureResult:
         self._ensure(task)
@@ -166,7 +163,7 @@ class LocalRunner:
         status, payload = self._wait(self.timeout)
         run_s = time.perf_counter() - t0
         if status == OK:
-            return MeasureResult(OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
+            return MeasureResult(Status.OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
         return MeasureResult(status, error=payload, build_s=build.build_s, run_s=run_s)
 
     def _wait(self, timeout: float):
@@ -200,6 +197,34 @@ class LocalRunner:
                 name = f"signal {-code}"
             return RUNTIME_ERROR, f"the kernel crashed the measuring process ({name})"
         return RUNTIME_ERROR, f"the measuring process exited with code {code}"
+
+
+def measure_in_rounds(count: int, measure, options: TimingOptions,
+                      best_cost: float | None = None) -> list[MeasureResult]:
+    """The rounds rule (see the module docstring), apart from any process or clock.
+
+    ``measure(i, best_cost)`` measures candidate ``i`` once and returns its
+    MeasureResult. The first round measures every candidate in order; each later
+    round runs backward, then forward, over the candidates still ok and within
+    ``options.recheck_within`` of the best cost so far, and keeps each one's faster
+    round (a failure in a later round wins).
+    """
+    results = []
+    for i in range(count):
+        result = measure(i, best_cost)
+        if result.ok and (best_cost is None or result.cost < best_cost):
+            best_cost = result.cost
+        results.append(result)
+    if best_cost is None:
+        return results  # nothing measured ok: nothing to measure again
+    for round_ in range(1, options.rounds):
+        best_cost = min([best_cost] + [r.cost for r in results if r.ok])
+        indices = range(count) if round_ % 2 == 0 else range(count - 1, -1, -1)
+        for i in indices:
+            first = results[i]
+            if first.ok and first.cost <= options.recheck_within * best_cost:
+                results[i] = _keep_faster_round(first, measure(i, best_cost))
+    return results
 
 
 def _keep_faster_round(kept: MeasureResult, again: MeasureResult) -> MeasureResult:

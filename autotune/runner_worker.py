@@ -8,8 +8,8 @@ and starts a new one. Messages over a pipe:
     ("setup", workload_name, params, seed)  -> ("ready", None)
     ("run", artifact, function, options)    -> (status, payload)
 
-where status is ok (payload: list of seconds), wrong_answer or runtime_error (payload:
-a message).
+where status is a ``tuning_db.Status``: ok (payload: list of seconds), wrong_answer or
+runtime_error (payload: a message).
 
 Timing protocol (CPU): one verification call on outputs prefilled with NaN (or a
 sentinel), compared with the reference; one warm-up; then repeats until both
@@ -28,6 +28,8 @@ import time
 import traceback
 
 import numpy as np
+
+from tuning_db.records import Status
 
 #: Shortest stretch of time one repeat measures.
 MIN_REPEAT_S = 2e-3
@@ -93,11 +95,11 @@ def _run(ws: _Workspace, artifact: str, function: str, options: dict):
         for out, ref in zip(ws.outputs, ws.references):
             problem = mismatch(out, ref, ws.reduction)
             if problem is not None:
-                return "wrong_answer", problem
+                return Status.WRONG_ANSWER, problem
         best = options.get("best_cost")
         if best is not None and first > options.get("slow_factor", 10.0) * best:
-            return "ok", [first]  # cannot win; its one (cold) timing ranks it
-        return "ok", _time(fn, ptrs, ws, options)
+            return Status.OK, [first]  # cannot win; its one (cold) timing ranks it
+        return Status.OK, _time(fn, ptrs, ws, options)
     finally:
         _dlclose(lib)
 
@@ -149,7 +151,7 @@ def serve(inbox, outbox) -> None:
             elif kind == "exit":
                 return
         except Exception:  # a failure of this candidate, reported, never fatal
-            outbox.send(("runtime_error", traceback.format_exc(limit=3)[-2000:]))
+            outbox.send((Status.RUNTIME_ERROR, traceback.format_exc(limit=3)[-2000:]))
 
 
 def _pin_openmp_runtime() -> None:

@@ -1,15 +1,13 @@
-"""Describing the machine a measurement was taken on (stored with every record)."""
+"""Describing the machine a measurement was taken on (stored with every record).
+
+A thin wrapper kept for its callers: the description is the target kind's
+(``autotune.targets.describe``).
+"""
 from __future__ import annotations
 
-import platform
 
+def describe(target):
+    """The ``tuning_db.TargetInfo`` of ``target`` (a spec or a Target) on this machine."""
+    from .targets import describe as describe_target
 
-def describe(target: str):
-    """The ``tuning_db.TargetInfo`` of ``target`` on this machine."""
-    from tuning_db import TargetInfo
-
-    if target == "cpu":
-        from backends import cpu
-
-        return TargetInfo("cpu", cpu.cpu_model(), cpu.compiler_version(), " ".join(cpu.CFLAGS), platform.node())
-    return TargetInfo(target, "", "", "", platform.node())
+    return describe_target(target)

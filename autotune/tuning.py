@@ -1,89 +1,49 @@
-"""The tuning loop: propose, build, run, record, learn; batch after batch.
+"""``tune()``: one tuning run of a task, with the database and the progress display attached.
 
     result = autotune.tune(task, trials=1000, tuner="xgb", db=db, seed=0)
     result.best_config, result.best_gflops, result.history, result.timings
 
-Each batch: the tuner proposes configs -> the builder compiles them in parallel ->
-the runner verifies and times them one by one in its own process -> the batch is
-written to the database in one transaction -> the tuner (and its cost model) learns
-from it. A killed run loses at most the batch in flight; ``resume=True`` reloads
-what the database holds for this task and target and measures only the rest.
+``tune`` assembles a ``loop.TuningLoop`` (propose -> build -> run -> record -> learn,
+batch after batch) and the callbacks that join it to storage:
+
+    TransferWarmStart  transfer=True: the cost model learns from other shapes first
+    ReplayStored       resume=True: what the database holds for this task and target
+                       joins the history and the tuner, so only the rest is measured
+    DatabaseRecorder   a run row, then every batch in one transaction as it arrives
+    ProgressCallback   each of ``callbacks`` gets a ``Progress`` after every batch
+
+A killed run loses at most the batch in flight.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from schedule.config import Config
+from tuning_db.records import default_tool_version
 
 from . import target_info
 from .builder import LocalBuilder
 from .features import FeatureCache
-from .measure import OK, MeasureInput, MeasureResult
+from .loop import Progress, ProgressCallback, Trial, TuneResult, TuningCallback, TuningLoop
+from .measure import OK, MeasureResult
 from .runner import LocalRunner, TimingOptions
 from .task import Task
-from .tuners import make_tuner
+from .tuners import Tuner, make_tuner
 
-TOOL_VERSION = "0.1.0"
+#: The version stamped on every run and record this process writes.
+TOOL_VERSION = default_tool_version()
 
-
-@dataclass
-class Trial:
-    index: int
-    config: Config
-    result: MeasureResult
+__all__ = ["DatabaseRecorder", "Progress", "ReplayStored", "TOOL_VERSION", "TransferWarmStart", "Trial",
+           "TuneResult", "default_measurers", "tune"]
 
 
-@dataclass
-class Progress:
-    """What callbacks see after each batch."""
-
-    task: Task
-    trials_done: int
-    trials_total: int
-    best_gflops: float | None
-    errors: int
-    batch: list[Trial]
-
-
-@dataclass
-class TuneResult:
-    task: Task
-    history: list[Trial] = field(default_factory=list)
-    timings: dict = field(default_factory=dict)
-    run_id: int | None = None
-    transfer_records: int = 0  # records of other workloads the cost model was warm-started from
-
-    @property
-    def best(self) -> Trial | None:
-        ok = [t for t in self.history if t.result.ok]
-        return min(ok, key=lambda t: t.result.cost) if ok else None
-
-    @property
-    def best_config(self) -> Config | None:
-        return self.best.config if self.best else None
-
-    @property
-    def best_cost(self) -> float:
-        return self.best.result.cost if self.best else math.inf
-
-    @property
-    def best_gflops(self) -> float | None:
-        return self.task.flops / self.best_cost / 1e9 if self.best else None
-
-    def best_so_far(self) -> list[float | None]:
-        """Best GFLOP/s after each trial (None until something succeeded)."""
-        out, best = [], None
-        for t in self.history:
-            g = t.result.gflops(self.task.flops)
-            if g is not None and (best is None or g > best):
-                best = g
-            out.append(best)
-        return out
+def default_measurers(task: Task, *, timeout: float = 10.0, timing: TimingOptions | None = None, seed: int = 0):
+    """The (builder, runner) a run uses when the caller passes none: local processes on this machine."""
+    return LocalBuilder(timeout=max(60.0, timeout)), LocalRunner(timeout=timeout, options=timing, seed=seed)
 
 
 def tune(
@@ -92,7 +52,7 @@ def tune(
     tuner: str = "xgb",
     db=None,
     seed: int = 0,
-    callbacks: list[Callable[[Progress], None]] | tuple = (),
+    callbacks: list[Callable[[Progress], None] | TuningCallback] | tuple = (),
     batch_size: int = 64,
     early_stopping: int | None = None,
     timeout: float = 10.0,
@@ -104,6 +64,9 @@ def tune(
     timing: TimingOptions | None = None,
 ) -> TuneResult:
     """Tune ``task`` for ``trials`` measurements and return the history and the best config.
+
+    ``callbacks`` are functions of a ``Progress`` (called after every batch) or
+    ``TuningCallback`` objects (which see the whole loop).
 
     ``transfer=True`` (xgb tuner, with a ``db``) warm-starts the cost model from the
     newest ``transfer_limit`` records of other shapes of the same operator on this
@@ -118,67 +81,80 @@ def tune(
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     t_start = time.perf_counter()
-    builder = builder or LocalBuilder(timeout=max(60.0, timeout))
+    own_runner = runner is None
+    if builder is None or runner is None:
+        default_builder, default_runner = default_measurers(task, timeout=timeout, timing=timing, seed=seed)
+        builder, runner = builder or default_builder, runner or default_runner
     features = FeatureCache(workers=builder.n_workers)
     search = make_tuner(tuner, task.space, seed=seed, feature_fn=lambda c: features.get(task, c),
                         features_many=lambda cs: features.get_many(task, cs))
-    own_runner = runner is None
-    runner = runner or LocalRunner(timeout=timeout, options=timing, seed=seed)
-    result = TuneResult(task)
-    timings = dict(build_s=0.0, run_s=0.0, db_s=0.0)
     target = target_info.describe(task.target)
-    if transfer and db is not None and hasattr(search, "warm_start"):
-        result.transfer_records = _warm_start_from_similar(db, task, target, search, features, transfer_limit)
-    if resume and db is not None:
-        _replay_stored(db, task, target, search, result)
-    run_id = None
+    steps: list[TuningCallback] = []
     if db is not None:
-        run_id = db.start_run(task.key, task.workload_name, task.params, target, tuner, seed, trials, TOOL_VERSION)
-    result.run_id = run_id
-    status = "interrupted"
+        if transfer:
+            steps.append(TransferWarmStart(db, target, features, transfer_limit))
+        if resume:
+            steps.append(ReplayStored(db, target))
+        steps.append(DatabaseRecorder(db, target, tuner, seed))
+    steps += [cb if isinstance(cb, TuningCallback) else ProgressCallback(cb) for cb in callbacks]
+    loop = TuningLoop(task, search, builder, runner, trials=trials, batch_size=batch_size,
+                      early_stopping=early_stopping, callbacks=steps, features=features)
     try:
-        since_best, best = 0, result.best_cost
-        while len(result.history) < trials and search.has_next():
-            configs = search.next_batch(min(search.batch_size(batch_size), trials - len(result.history)))
-            if not configs:
-                break
-            t0 = time.perf_counter()
-            builds = builder.build([MeasureInput(task, c) for c in configs])
-            t1 = time.perf_counter()
-            measured = runner.run(task, builds, best_cost=None if math.isinf(best) else best)
-            t2 = time.perf_counter()
-            timings["build_s"] += t1 - t0
-            timings["run_s"] += t2 - t1
-            batch = [Trial(len(result.history) + n, c, r) for n, (c, r) in enumerate(zip(configs, measured))]
-            result.history.extend(batch)
-            if db is not None:
-                t3 = time.perf_counter()
-                db.add_records(run_id, [_record(task, target, t) for t in batch])
-                timings["db_s"] += time.perf_counter() - t3
-            search.update(configs, measured)
-            for t in batch:
-                if t.result.cost < best:
-                    best, since_best = t.result.cost, 0
-                else:
-                    since_best += 1
-            progress = Progress(task, len(result.history), trials, result.best_gflops,
-                                sum(not t.result.ok for t in result.history), batch)
-            for cb in callbacks:
-                cb(progress)
-            if early_stopping is not None and since_best >= early_stopping:
-                break
-        status = "finished"
+        loop.run()
     finally:
-        if db is not None and run_id is not None:
-            db.finish_run(run_id, status)
         if own_runner:
             runner.close()
         features.close()
-        timings["model_s"] = getattr(search, "model_s", 0.0)
-        timings["search_s"] = getattr(search, "search_s", 0.0) + features.seconds
-        timings["total_s"] = time.perf_counter() - t_start
-        result.timings = timings
-    return result
+        loop.result.timings["total_s"] = time.perf_counter() - t_start
+    return loop.result
+
+
+# ---------------------------------------------------------------- the database's callbacks
+
+
+class DatabaseRecorder(TuningCallback):
+    """Opens a run in ``db``, writes every batch as it arrives (timed as ``db_s``), closes the run."""
+
+    def __init__(self, db, target, tuner_name: str, seed: int):
+        self.db, self.target, self.tuner_name, self.seed = db, target, tuner_name, seed
+        self.run_id: int | None = None
+
+    def on_start(self, loop: TuningLoop) -> None:
+        task = loop.task
+        self.run_id = self.db.start_run(task.key, task.workload_name, task.params, self.target, self.tuner_name,
+                                        self.seed, loop.trials, TOOL_VERSION)
+        loop.result.run_id = self.run_id
+
+    def on_batch(self, loop: TuningLoop, trials: list[Trial]) -> None:
+        t0 = time.perf_counter()
+        self.db.add_records(self.run_id, [_record(loop.task, self.target, t) for t in trials])
+        loop.timings["db_s"] += time.perf_counter() - t0
+
+    def on_finish(self, loop: TuningLoop) -> None:
+        if self.run_id is not None:
+            self.db.finish_run(self.run_id, loop.status)
+
+
+class ReplayStored(TuningCallback):
+    """``resume``: the task's stored records join the history and the tuner before the first batch."""
+
+    def __init__(self, db, target):
+        self.db, self.target = db, target
+
+    def on_start(self, loop: TuningLoop) -> None:
+        _replay_stored(self.db, loop.task, self.target, loop.tuner, loop.result)
+
+
+class TransferWarmStart(TuningCallback):
+    """``transfer``: a tuner that accepts a warm start learns from other shapes of the op first."""
+
+    def __init__(self, db, target, features: FeatureCache, limit: int):
+        self.db, self.target, self.features, self.limit = db, target, features, limit
+
+    def on_start(self, loop: TuningLoop) -> None:
+        if loop.tuner.accepts_warm_start:
+            loop.result.transfer_records = _warm_start_from_similar(self.db, loop.task, self.target, loop.tuner,
+                                                                    self.features, self.limit)
 
 
 def _record(task: Task, target, trial: Trial):
@@ -193,7 +169,7 @@ def _record(task: Task, target, trial: Trial):
     )
 
 
-def _warm_start_from_similar(db, task: Task, target, search, features: FeatureCache, limit: int) -> int:
+def _warm_start_from_similar(db, task: Task, target, search: Tuner, features: FeatureCache, limit: int) -> int:
     """Warm-start ``search``'s model from records of other workloads of ``task``'s op.
 
     One query group per workload (the model only learns orders within a workload).
@@ -232,7 +208,7 @@ def _warm_start_from_similar(db, task: Task, target, search, features: FeatureCa
     return len(costs)
 
 
-def _replay_stored(db, task: Task, target, search, result: TuneResult) -> None:
+def _replay_stored(db, task: Task, target, search: Tuner, result: TuneResult) -> None:
     """Feed what the database holds for this task to the tuner and the history."""
     configs, measured = [], []
     for rec in db.records_for_task(task.key, target):

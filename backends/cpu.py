@@ -3,6 +3,8 @@
     source = generate_source(func)           # C text (OpenMP pragmas for parallel/simd)
     path = compile_source(source)            # gcc -O3 -march=native ..., cached on disk
     module = CPUModule(func, source, path)   # callable with NumPy arrays
+    CpuBackend(parse_target("cpu:avx2"))     # the same behind backends.registry.Backend,
+                                             # with the flags of the target's facts
 
 The compile cache is content-addressed: the shared object's name is a hash of the
 compiler, its flags and the source, so identical kernels compile once per machine,
@@ -26,21 +28,28 @@ from schedule import ir
 from schedule.ir import For, LoweredFunc
 
 from .c_family import CSourcePrinter, Dialect
+from .errors import BuildError, BuildTimeout
+from .registry import Backend, BackendInfo
 
 CC = os.environ.get("CC", "gcc")
-CFLAGS = (
-    "-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopenmp", "-fwrapv",
-    "-std=gnu11", "-shared", "-fPIC",
-)
+
+
+def cflags(isa_flags: tuple[str, ...] = ("-march=native",), openmp: bool = True) -> tuple[str, ...]:
+    """gcc's flags around the ISA flags of a target's facts (``-march=native`` by default)."""
+    return ("-O3", *isa_flags, "-ffast-math", "-fno-finite-math-only", *(("-fopenmp",) if openmp else ()),
+            "-fwrapv", "-std=gnu11", "-shared", "-fPIC")
+
+
+#: The flags of plain ``cpu`` (this machine's ISA).
+CFLAGS = cflags()
 PREAMBLE = """#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 """
 
-
-class BuildError(RuntimeError):
-    """The C compiler rejected a generated kernel (the message carries its diagnostics)."""
+__all__ = ["BuildError", "BuildTimeout", "CPUDialect", "CPUModule", "CpuBackend", "build", "compile_source",
+           "generate_source"]
 
 
 class CPUDialect(Dialect):
@@ -62,9 +71,9 @@ class CPUDialect(Dialect):
         return []
 
 
-def generate_source(func: LoweredFunc) -> str:
-    """The C translation unit of ``func``: includes, helpers, the kernel."""
-    helpers, body = CSourcePrinter(CPUDialect()).function(func)
+def generate_source(func: LoweredFunc, dialect: Dialect | None = None) -> str:
+    """The C translation unit of ``func``: includes, helpers, the kernel (``dialect``: CPUDialect)."""
+    helpers, body = CSourcePrinter(dialect or CPUDialect()).function(func)
     return "\n".join(part for part in (PREAMBLE, helpers, body) if part) + "\n"
 
 
@@ -118,7 +127,7 @@ def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float 
         try:
             proc = subprocess.run([CC, *flags, str(src), "-o", str(out)], capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise BuildError(f"gcc timed out after {timeout} s") from None
+            raise BuildTimeout(f"gcc timed out after {timeout} s") from None
         if proc.returncode != 0:
             raise BuildError(f"gcc failed:\n{proc.stderr.strip()[:4000]}")
         partial = target.with_suffix(f".{os.getpid()}.tmp")  # the temp dir may be on another filesystem
@@ -189,3 +198,30 @@ class CPUModule:
 def build(func: LoweredFunc) -> CPUModule:
     source = generate_source(func)
     return CPUModule(func, source, compile_source(source))
+
+
+class CpuBackend(Backend):
+    """The ``cpu`` kind's backend: C with OpenMP, gcc with the flags of the target's facts.
+
+    Subclasses change ``dialect`` (how loops print) and ``openmp`` (whether gcc links the
+    OpenMP runtime) for CPU flavours; the facts' ``isa_flags`` choose the instruction set.
+    """
+
+    dialect: Dialect = CPUDialect()
+    openmp: bool = True
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return cflags(self.target.facts.isa_flags, self.openmp)
+
+    def generate_source(self, func: LoweredFunc) -> str:
+        return generate_source(func, self.dialect)
+
+    def compile_source(self, source: str, timeout: float | None = 60.0) -> Path:
+        return compile_source(source, self.flags, timeout)
+
+    def load(self, artifact, func: LoweredFunc, source: str | None = None) -> CPUModule:
+        return CPUModule(func, source if source is not None else self.generate_source(func), Path(artifact))
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo(self.target.facts.model or cpu_model(), compiler_version(), " ".join(self.flags))

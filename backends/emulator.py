@@ -4,7 +4,7 @@
     emu(a, b, c)                          # NumPy arrays; outputs written in place
     outs = emulator.run(s, [A, B, C], [a, b])   # fresh outputs, as a list
 
-The emulated program is built from the kernels' IR (``schedule.gpu_passes``), so what runs
+The emulated program is built from the kernels' IR (``schedule.passes``), so what runs
 here is what NVRTC compiles, index for index. One IR-to-IR transformation per kernel, in
 the manner of MCUDA, then the CPU backend's printer and gcc:
 
@@ -26,8 +26,8 @@ the manner of MCUDA, then the CPU backend's printer and gcc:
   raised as ``EmulationFault`` after the call.
 
 Threads run serially, so a missing barrier *before* a shared-memory fetch in a loop
-(write after read) is not visible here; ``schedule.gpu_passes.insert_barriers`` places it,
-and ``schedule.gpu_passes.missing_barriers`` re-checks any kernel for it statically.
+(write after read) is not visible here; ``schedule.passes.insert_barriers`` places it,
+and ``schedule.passes.missing_barriers`` re-checks any kernel for it statically.
 """
 from __future__ import annotations
 
@@ -40,9 +40,8 @@ from te import dtypes
 from te.errors import TEError
 from te.expr import Const, Expr, Var
 from schedule import ir
-from schedule.gpu_passes import (
-    BLOCK_TAGS, THREAD_TAGS, GPUKernel, GPUProgram, expand, lower_gpu, retarget, subst_stmt,
-)
+from schedule.passes import BLOCK_TAGS, THREAD_TAGS, GPUKernel, GPUProgram, lower_gpu
+from schedule.passes.ir_tools import expand, retarget, subst_stmt
 from schedule.ir import Allocate, Barrier, Buffer, BufferStore, For, IfThenElse, LoweredFunc, Stmt
 
 from .c_family import CSourcePrinter, Dialect
@@ -222,9 +221,9 @@ class _KernelEmulation:
 
 
 def _any_use(s: Stmt, v: Var) -> bool:
-    from schedule.gpu_passes import _uses
+    from schedule.passes.ir_tools import uses
 
-    return _uses(s, {v})
+    return uses(s, {v})
 
 
 def emulate_program(program: GPUProgram) -> LoweredFunc:

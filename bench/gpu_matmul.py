@@ -4,6 +4,11 @@
     python bench/gpu_matmul.py --quick    # gpu tests + 40 trials
     python bench/gpu_matmul.py --skip-tests --trials 500 --budget 900
     python bench/gpu_matmul.py --dry-run --quick   # no GPU: propose, lower, NVRTC only
+    python bench/gpu_matmul.py --dry-run --target cuda:h200   # NVRTC for a preset's architecture
+
+``--target`` is a spec of the target registry (``schedule.targets``): ``cuda`` (this GPU,
+or the sm_90 preset without one) or ``cuda:<preset>``; the space's limits and the NVRTC
+architecture come from its facts.
 
 What it does, in one run:
 
@@ -41,6 +46,8 @@ import te  # noqa: E402
 import schedule  # noqa: E402
 from backends import cuda, nvrtc  # noqa: E402
 from schedule.space import ConfigSpace  # noqa: E402
+from schedule.targets import parse_target  # noqa: E402
+from tuning_db.records import Status  # noqa: E402
 
 
 def run_tests(timeout: float) -> bool:
@@ -58,8 +65,7 @@ def run_tests(timeout: float) -> bool:
 
 def plausible(space, config) -> bool:
     """A prior for big matmuls: warp-multiple thread counts and real register tiles."""
-    v = config.values
-    tiles = [v[k] for k in v if ".tile." in k]
+    tiles = [t for stage in space.decisions(config) for t in getattr(stage, "tiles", ())]
     threads = math.prod(t[1] for t in tiles)
     local = math.prod(t[0] * t[2] * t[3] for t in tiles)
     return threads >= 64 and threads % 32 == 0 and local >= 16
@@ -105,7 +111,7 @@ def time_once(fn) -> float:
 def dry_run(args, trials: int, start: float, deadline: float) -> int:
     """The search's CPU half without a device: how many candidates compile, and how fast."""
     n = args.size
-    space = ConfigSpace.from_workload(te.create_workload("matmul", M=n, N=n, K=n), "cuda")
+    space = ConfigSpace.from_workload(te.create_workload("matmul", M=n, N=n, K=n), args.target)
     rng = random.Random(args.seed)
     configs = propose(space, rng, [], set(), trials)
     stats: dict = {}
@@ -119,14 +125,14 @@ def dry_run(args, trials: int, start: float, deadline: float) -> int:
             program = cuda.lower_program(schedule.lower(s, targs))
             source = cuda.generate_source(program)
             lower_s += time.perf_counter() - t0
-            jobs.append((program, pool.submit(nvrtc.compile_ptx, source, nvrtc.DEFAULT_ARCH, cuda.NVRTC_OPTIONS)))
+            jobs.append((program, pool.submit(nvrtc.compile_ptx, source, args.target.facts.arch, cuda.NVRTC_OPTIONS)))
         for program, future in jobs:
             try:
                 result = future.result(timeout=max(1.0, deadline - time.perf_counter()))
-                status = "invalid" if cuda.check_resources(program, space.limits, result) else "ok"
+                status = Status.INVALID if cuda.check_resources(program, space.limits, result) else Status.OK
             except nvrtc.NVRTCError as exc:
-                status = "invalid" if "too much" in exc.log else "compile_error"
-            stats[status] = stats.get(status, 0) + 1
+                status = Status.INVALID if "too much" in exc.log else Status.COMPILE_ERROR
+            stats[status.value] = stats.get(status.value, 0) + 1
     print(f"dry run: {len(configs)} candidates of {n}^3 matmul, lowering {lower_s:.1f} s, "
           f"total {time.perf_counter() - start:.1f} s with {workers} NVRTC workers: {stats}")
     return 0 if stats.get("ok") else 1
@@ -142,7 +148,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU needed: propose, lower and NVRTC-compile the candidates, time nothing")
+    ap.add_argument("--target", type=parse_target, default="cuda",
+                    help="cuda or cuda:<preset> (sm_80, a100, sm_90, h100, h200, ...); default: this GPU")
     args = ap.parse_args()
+    if not args.target.is_gpu:
+        ap.error(f"--target {args.target}: this benchmark measures GPU kernels; name a GPU target")
     trials = args.trials or (40 if args.quick else 300)
     start = time.perf_counter()
     deadline = start + args.budget
@@ -159,7 +169,7 @@ def main() -> int:
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    arch = cuda.default_arch()
+    arch = args.target.facts.arch
     print(f"device: {name} ({arch}), L2 {props['l2CacheSize'] / 2**20:.0f} MiB, NVRTC {nvrtc.version()}")
 
     tests_ok = True
@@ -169,7 +179,7 @@ def main() -> int:
     n = args.size
     flops = 2 * n * n * n
     wl = te.create_workload("matmul", M=n, N=n, K=n)
-    space = ConfigSpace.from_workload(wl, "cuda")
+    space = ConfigSpace.from_workload(wl, args.target)
     a_h, b_h = wl.random_inputs(args.seed)
     a, b = cupy.asarray(a_h), cupy.asarray(b_h)
     ref = cupy.matmul(a, b)
@@ -181,7 +191,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     seen: set = set()
     best: list = []  # (seconds, config), sorted
-    stats = {"ok": 0, "invalid": 0, "compile_error": 0, "wrong_answer": 0, "runtime_error": 0}
+    stats = {s.value: 0 for s in Status if s is not Status.TIMEOUT}
     workers = max(1, min(32, os.cpu_count() or 1))
     batch = max(8, 2 * workers)
     c = cupy.empty((n, n), dtype="float32")
@@ -197,7 +207,7 @@ def main() -> int:
                 program = cuda.lower_program(schedule.lower(s, targs))
                 reason = cuda.check_resources(program, space.limits)
                 if reason is not None:
-                    stats["invalid"] += 1
+                    stats[Status.INVALID.value] += 1
                     continue
                 source = cuda.generate_source(program)
                 jobs.append((config, program, pool.submit(nvrtc.compile_ptx, source, arch, cuda.NVRTC_OPTIONS)))
@@ -206,10 +216,10 @@ def main() -> int:
                 try:
                     result = future.result()
                 except nvrtc.NVRTCError as exc:
-                    stats["invalid" if "too much" in exc.log else "compile_error"] += 1
+                    stats[(Status.INVALID if "too much" in exc.log else Status.COMPILE_ERROR).value] += 1
                     continue
                 if cuda.check_resources(program, space.limits, result) is not None:
-                    stats["invalid"] += 1
+                    stats[Status.INVALID.value] += 1
                     continue
                 if time.perf_counter() > deadline - 10:
                     break
@@ -219,11 +229,11 @@ def main() -> int:
                     module(a, b, c)
                     cupy.cuda.Device().synchronize()
                 except Exception as exc:  # a launch failure costs this trial only
-                    stats["runtime_error"] += 1
+                    stats[Status.RUNTIME_ERROR.value] += 1
                     print(f"   runtime error: {type(exc).__name__}: {str(exc)[:200]}")
                     continue
                 if not verify(c, ref, rtol):
-                    stats["wrong_answer"] += 1
+                    stats[Status.WRONG_ANSWER.value] += 1
                     print(f"   WRONG ANSWER: {config}")
                     continue
                 first = time_once(lambda: module.launch((a, b, c)))
@@ -231,7 +241,7 @@ def main() -> int:
                     cost = first  # hopeless: not worth the full timing
                 else:
                     cost = statistics.median(do_bench(lambda: module.launch((a, b, c)), warmup_ms=10, rep_ms=40))
-                stats["ok"] += 1
+                stats[Status.OK.value] += 1
                 best.append((cost, config))
                 best.sort(key=lambda x: x[0])
             if best:

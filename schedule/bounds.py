@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from te.expr import Const, Expr, Var, free_vars
 
-from .simplify import Linear, linearize, simplify
+from .simplify import Analyzer, Linear
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,13 @@ class Region:
     extents: tuple[int, ...]
 
 
-def _dim_box(indices: list[Expr], varying: dict[Var, int], full: int):
+def _dim_box(an: Analyzer, indices: list[Expr], varying: dict[Var, int], full: int):
     """(base Linear, lo, hi) covering every index of one dimension, or None to use the full extent."""
     base_key = None
     base: Linear | None = None
     lo = hi = None
     for idx in indices:
-        lin = linearize(simplify(idx))
+        lin = an.linearize(an.simplify(idx))
         rest = Linear()
         vlo = vhi = 0
         for key, (term, coeff) in lin.terms.items():
@@ -57,19 +57,22 @@ def _dim_box(indices: list[Expr], varying: dict[Var, int], full: int):
     return base, lo, hi
 
 
-def infer_region(shape: tuple[int, ...], reads: list[tuple[Expr, ...]], varying: dict[Var, int]) -> Region:
+def infer_region(shape: tuple[int, ...], reads: list[tuple[Expr, ...]], varying: dict[Var, int],
+                 analyzer: Analyzer | None = None) -> Region:
     """Region of a tensor of ``shape`` covering all ``reads`` as ``varying`` loops run.
 
-    ``varying`` maps each loop variable below the attach point to its extent.
+    ``varying`` maps each loop variable below the attach point to its extent; ``analyzer``
+    is the lowering's simplifier (its memo tables), a fresh one when omitted.
     """
+    an = analyzer or Analyzer()
     mins, extents = [], []
     for d, full in enumerate(shape):
-        box = _dim_box([r[d] for r in reads], varying, full) if reads else None
+        box = _dim_box(an, [r[d] for r in reads], varying, full) if reads else None
         if box is None:
             mins.append(Const(0))
             extents.append(full)
             continue
         base, lo, hi = box
-        mins.append(simplify(Linear(base.terms, lo).to_expr()))
+        mins.append(an.simplify(Linear(base.terms, lo).to_expr()))
         extents.append(hi - lo + 1)
     return Region(tuple(mins), tuple(extents))

@@ -4,6 +4,8 @@ Naming follows AutoTVM: a *knob* is one decision with a finite list of candidate
 (a split's factors, a compute location, an unroll depth); a *config* is one point of
 the space: a candidate for every knob of one sketch. Configs are JSON-serialisable,
 hash stably (SHA-256 of canonical JSON) and replay to the same schedule in any process.
+The knob names and value formats are spelled in ``schedule.decisions``, which also reads
+a config's values as typed per-stage decisions.
 """
 from __future__ import annotations
 
@@ -113,6 +115,10 @@ class Config:
     def __str__(self):
         parts = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(self.values.items()))
         return f"{self.sketch}: {parts}"
+
+    def decisions(self, space):
+        """The typed per-stage decisions (``schedule.decisions``) this config holds in ``space``."""
+        return space.decisions(self)
 
 
 def _fmt(v) -> str:

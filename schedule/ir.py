@@ -26,7 +26,6 @@ PARALLEL = "parallel"
 VECTORIZED = "vectorized"
 UNROLLED = "unrolled"
 THREAD_BINDING = "thread_binding"
-LOOP_KINDS = (SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD_BINDING)
 
 SCOPES = ("global", "local", "shared")
 
@@ -182,7 +181,7 @@ def const_int(e: Expr) -> int | None:
 
 def max_trip_count(extent: Expr) -> int | None:
     """A loop's constant extent, or the factor of a tail loop ``min(factor, rest)``
-    (schedule/tail.py makes those): the most iterations it runs. None if unknown."""
+    (``schedule.passes.tail_bounds`` makes those): the most iterations it runs. None if unknown."""
     n = const_int(extent)
     if n is None and getattr(extent, "op", None) == "min":
         n = const_int(extent.a) or const_int(extent.b)

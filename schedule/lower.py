@@ -10,28 +10,25 @@ The pipeline, one step per line of ``lower``:
 5. build each stage's loop nest: loops from its leaf axes, the body with reads turned
    into buffer loads, guards for splits that do not divide, a reduction's init nest,
    attached stages and their buffers placed inside the host's loop;
-6. simplify index arithmetic with the loop bounds (drops provably true guards), and
-   turn the remaining tail guards into loop bounds where a whole loop shares one, and
-   keep small accumulator tiles in local buffers across reduce loops (register promotion);
-7. verify the result (every variable bound, every buffer declared, loop kinds legal).
+6. run a pipeline of passes on the loop nest (``schedule.passes``): by default the "cpu"
+   list, which removes unit loops, simplifies with the loop bounds, turns tail guards
+   into loop bounds, promotes accumulators to registers and verifies the result.
+
+One ``PassContext`` (the simplifier's memo tables) serves the whole lowering, steps 4-6.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import (
-    Binary, Compare, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform,
-)
+from te.expr import Binary, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform
 from te.tensor import REDUCE, IterVar, PlaceholderOp, Tensor
 
-from . import ir
+from . import ir, passes
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt, seq
-from .simplify import interval, simplify
-from .promote import promote_accumulators
-from .tail import guards_to_bounds
+from .passes import Pass, PassContext, Trace
+from .simplify import Analyzer
 from .stage import Fuse, Schedule, ScheduleError, Split, Stage
-from .verify import verify
 
 _LOOP_KIND = {"vectorize": ir.VECTORIZED, "unroll": ir.UNROLLED, "parallel": ir.PARALLEL, "bind": ir.THREAD_BINDING}
 
@@ -51,28 +48,50 @@ class _StageInfo:
 
 
 class _Infos(dict):
-    """Stage -> _StageInfo, plus the buffers of the placeholder arguments."""
+    """Stage -> _StageInfo, plus the buffers of the placeholder arguments and the simplifier."""
 
-    def __init__(self, items):
+    def __init__(self, items, analyzer: Analyzer):
         super().__init__(items)
         self.placeholder_buffers: dict = {}
+        self.an = analyzer
 
 
-def lower(s: Schedule, args, name: str = "kernel") -> LoweredFunc:
-    """Lower schedule ``s`` to a function taking ``args`` (inputs, then outputs)."""
+def lower(s: Schedule, args, name: str = "kernel", trace: Trace = False,
+          pipeline: str | list[Pass] = "cpu"):
+    """Lower schedule ``s`` to a function taking ``args`` (inputs, then outputs).
+
+    ``pipeline`` names the passes run on the loop nest: "cpu" (``passes.CPU_PIPELINE``,
+    the default: a ``LoweredFunc``), "gpu" (the "cpu" list, then ``passes.GPU_PIPELINE``: a
+    ``GPUProgram`` of CUDA kernels), or a list of passes. ``trace=True`` prints the IR as
+    built (section "build") and after every pass; a callable ``trace(pass_name, ir_text)``
+    receives the same sections instead.
+    """
+    ctx = PassContext()
+    func = build_loop_nest(s, args, name, ctx.analyzer)
+    emit = passes.tracer(trace)
+    if emit is not None:
+        emit("build", str(func))
+    steps = _named_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+    return passes.run(steps, func, ctx, trace)
+
+
+def _named_pipeline(name: str) -> list[Pass]:
+    """The "cpu" passes, then (for any other name) that pipeline's passes."""
+    steps = passes.pipeline("cpu")
+    return steps if name == "cpu" else steps + passes.pipeline(name)
+
+
+def build_loop_nest(s: Schedule, args, name: str = "kernel", analyzer: Analyzer | None = None) -> LoweredFunc:
+    """Steps 1-5: the loop nest of ``s`` as built, before any pass ran (not yet verified)."""
     args = _check_args(s, args)
-    infos = _Infos((st, _StageInfo(st, _inline_body(s, st))) for st in s.stages if st.attach != "inline")
+    an = analyzer or Analyzer()
+    infos = _Infos(((st, _StageInfo(st, _inline_body(s, st))) for st in s.stages if st.attach != "inline"), an)
     _check_attachments(s, infos)
     params = _assign_arg_buffers(s, infos, args)
     for st in reversed(s.stages):  # hosts come after their producers in stage order
         if st in infos:
             _infer_stage_bounds(s, infos, infos[st])
-    body = _root_body(s, infos)
-    body = guards_to_bounds(_simplify_stmt(body, {}))
-    body = promote_accumulators(body)
-    func = LoweredFunc(name, tuple(params), body)
-    verify(func)
-    return func
+    return LoweredFunc(name, tuple(params), _root_body(s, infos))
 
 
 # ---------------------------------------------------------------- 1. arguments
@@ -176,10 +195,10 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
     op = st.op
     if st.attach == "at":
         host = infos[st.attach_stage]
-        reads, varying = _host_reads(s, host, st), _varying_loops(infos, host, st)
+        reads, varying = _host_reads(s, host, st, infos.an), _varying_loops(infos, host, st)
         if st.scope == "shared":
             reads, varying = _unfuse_varying(infos, host.stage, reads, varying)
-        region = infer_region(op.output(0).shape, reads, varying)
+        region = infer_region(op.output(0).shape, reads, varying, infos.an)
         for iv, lo, ext in zip(op.axis, region.mins, region.extents):
             info.root_min[iv], info.root_extent[iv] = lo, ext
     else:
@@ -187,20 +206,20 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
             info.root_min[iv], info.root_extent[iv] = Const(0), iv.extent
     for iv in op.reduce_axis:
         info.root_min[iv], info.root_extent[iv] = Const(iv.start), iv.extent
-    _derive_loops(info)
+    _derive_loops(info, infos.an)
     if info.buffer is None:
         shape = tuple(info.root_extent[iv] for iv in op.axis)
         info.buffer = Buffer(op.name, shape, op.output(0).dtype, st.scope)
     for iv in op.axis:  # a region past the tensor's edge must not be computed
         value = Binary("add", info.root_min[iv], info.local[iv], "int32")
         if info.root_extent[iv] != iv.extent:
-            info.guards.append(simplify(value < iv.extent))
-            info.guards.append(simplify(value >= 0))
+            info.guards.append(infos.an.simplify(value < iv.extent))
+            info.guards.append(infos.an.simplify(value >= 0))
 
 
-def _host_reads(s: Schedule, host: _StageInfo, producer: Stage) -> list[tuple[Expr, ...]]:
+def _host_reads(s: Schedule, host: _StageInfo, producer: Stage, an: Analyzer) -> list[tuple[Expr, ...]]:
     """The producer's indices as the host reads them, over the host's leaf loops."""
-    env = _root_values(host)
+    env = _root_values(host, an)
     return [tuple(substitute(i, env) for i in idx) for idx in _reads_of(host.body, s, producer)]
 
 
@@ -257,12 +276,12 @@ def _unfuse_varying(infos, host: Stage, reads, varying: dict[Var, int]):
     def unfuse(e: Expr) -> Expr:
         while free_vars(e) & mapping.keys():
             e = substitute(e, mapping)
-        return simplify(e, bounds)
+        return infos.an.simplify(e, bounds)
 
     return [tuple(unfuse(i) for i in idx) for idx in reads], varying
 
 
-def _derive_loops(info: _StageInfo) -> None:
+def _derive_loops(info: _StageInfo, an: Analyzer) -> None:
     """Extents of every split/fused axis, leaf-var values of every axis, tail guards."""
     st = info.stage
     ext = info.extent
@@ -279,7 +298,7 @@ def _derive_loops(info: _StageInfo) -> None:
         local[iv] = iv.var
     for rel in reversed(st.relations):
         if isinstance(rel, Split):
-            local[rel.parent] = simplify(local[rel.outer] * ext[rel.inner] + local[rel.inner])
+            local[rel.parent] = an.simplify(local[rel.outer] * ext[rel.inner] + local[rel.inner])
             if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
                 info.guards.append(local[rel.parent] < ext[rel.parent])
         else:
@@ -287,9 +306,9 @@ def _derive_loops(info: _StageInfo) -> None:
             local[rel.inner] = local[rel.fused] % ext[rel.inner]
 
 
-def _root_values(info: _StageInfo) -> dict[Var, Expr]:
+def _root_values(info: _StageInfo, an: Analyzer) -> dict[Var, Expr]:
     """Each root axis variable of the op -> its index in the full tensor's coordinates."""
-    return {iv.var: simplify(info.root_min[iv] + info.local[iv]) for iv in info.root_min}
+    return {iv.var: an.simplify(info.root_min[iv] + info.local[iv]) for iv in info.root_min}
 
 
 # ---------------------------------------------------------------- 5. loop nests
@@ -344,7 +363,7 @@ def _guarded(stmt: Stmt, guards: list[Expr]) -> Stmt:
 
 
 def _update_stmt(s: Schedule, infos, info: _StageInfo, store_idx) -> Stmt:
-    env = _root_values(info)
+    env = _root_values(info, infos.an)
     body = info.body
     if isinstance(body, Reduce):
         source = _loads(s, infos, substitute(body.source, env))
@@ -380,7 +399,7 @@ def _loads(s: Schedule, infos, e: Expr) -> Expr:
             return BufferLoad(_placeholder_buffer(infos, node.tensor), node.indices, node.dtype)
         pinfo = infos[producer]
         mins = [pinfo.root_min[iv] for iv in producer.op.axis]
-        idx = tuple(simplify(i - m) for i, m in zip(node.indices, mins))
+        idx = tuple(infos.an.simplify(i - m) for i, m in zip(node.indices, mins))
         return BufferLoad(pinfo.buffer, idx, node.dtype)
 
     return transform(e, rewrite)
@@ -388,68 +407,3 @@ def _loads(s: Schedule, infos, e: Expr) -> Expr:
 
 def _placeholder_buffer(infos, tensor: Tensor) -> Buffer:
     return infos.placeholder_buffers[tensor.op]
-
-
-# ---------------------------------------------------------------- 6. simplification
-
-
-def _simplify_stmt(stmt: Stmt, bounds) -> Stmt:
-    """Simplify every expression with the bounds of the loops around it; drop decided guards."""
-    if isinstance(stmt, For):
-        extent = simplify(stmt.extent, bounds)
-        if ir.const_int(extent) == 1 and stmt.kind != ir.THREAD_BINDING:
-            # A loop of one iteration is no loop: its variable is 0 (keeps indices plain).
-            zero = Const(0)
-            body = ir.map_stmt(stmt.body, fexpr=lambda e: substitute(e, {stmt.var: zero}))
-            return _simplify_stmt(body, bounds)
-        r = interval(extent, bounds)
-        inner = dict(bounds)
-        if r is not None:
-            inner[stmt.var] = (0, r[1] - 1)
-        return For(stmt.var, extent, stmt.kind, _simplify_stmt(stmt.body, inner), stmt.thread_tag)
-    if isinstance(stmt, ir.Seq):
-        return seq(*[_simplify_stmt(x, bounds) for x in stmt.stmts])
-    if isinstance(stmt, Allocate):
-        return Allocate(stmt.buffer, _simplify_stmt(stmt.body, bounds))
-    if isinstance(stmt, IfThenElse):
-        cond = _simplify_guard(stmt.condition, bounds)
-        if isinstance(cond, Const):
-            chosen = stmt.then_case if cond.value else stmt.else_case
-            return _simplify_stmt(chosen, bounds) if chosen is not None else seq()
-        return IfThenElse(cond, _simplify_stmt(stmt.then_case, bounds),
-                          None if stmt.else_case is None else _simplify_stmt(stmt.else_case, bounds))
-    if isinstance(stmt, BufferStore):
-        return BufferStore(stmt.buffer, tuple(_with_bounds(i, bounds) for i in stmt.indices),
-                           _with_bounds(stmt.value, bounds))
-    return stmt
-
-
-def _with_bounds(e: Expr, bounds) -> Expr:
-    """Re-simplify ``e`` under loop bounds, when bounds can change it at all.
-
-    Expressions are built simplified; only div/mod, min/max and comparisons profit
-    from knowing the loop ranges, so the rest is skipped (lowering's hot path).
-    """
-    return simplify(e, bounds) if _bounds_sensitive(e) else e
-
-
-_SENSITIVE_OPS = ("floordiv", "floormod", "min", "max")
-
-
-def _bounds_sensitive(e: Expr) -> bool:
-    cached = getattr(e, "_bounds_sensitive", None)
-    if cached is None:
-        cached = any(isinstance(n, Compare) or (isinstance(n, Binary) and n.op in _SENSITIVE_OPS)
-                     for n in post_order(e))
-        object.__setattr__(e, "_bounds_sensitive", cached)
-    return cached
-
-
-def _simplify_guard(cond: Expr, bounds) -> Expr:
-    """Simplify a conjunction term by term so provable parts drop out."""
-    from te.expr import Logical
-
-    if isinstance(cond, Logical) and cond.op == "and":
-        a, b = _simplify_guard(cond.a, bounds), _simplify_guard(cond.b, bounds)
-        return simplify(Logical("and", a, b), bounds)
-    return simplify(cond, bounds)

@@ -9,7 +9,9 @@ over *terms* (variables, or non-linear sub-expressions kept whole). On that form
 - comparisons whose outcome the bounds decide fold to True/False, so guards of splits
   that divide their extent disappear.
 
-``Bounds`` maps loop variables to inclusive integer ranges.
+``Bounds`` maps loop variables to inclusive integer ranges. An ``Analyzer`` is the
+simplifier with its memo tables (structural keys, linear forms): one per lowering, so
+nothing is cached on the immutable ``te`` nodes themselves.
 """
 from __future__ import annotations
 
@@ -25,35 +27,98 @@ Interval = Tuple[int, int]
 Bounds = Dict[Var, Interval]
 
 
-# ---------------------------------------------------------------- structural keys
+# ---------------------------------------------------------------- the analyzer's memo tables
 
 
-def structural_key(e: Expr):
-    """A hashable key equal for structurally equal expressions (variables by identity).
+class Analyzer:
+    """The simplifier with its memo tables, for one lowering.
 
-    Nodes are immutable, so the key is cached on the node itself.
+    Structural keys and linear forms are pure functions of an (immutable) node, and
+    lowering asks for them again and again (each level of an index chain linearizes
+    the chain below it), so they are remembered here, keyed by the node itself (nodes
+    hash by identity, and the table keeps them alive, so no id is reused). The tables
+    live as long as the analyzer: ``schedule.lower`` makes one per lowering and hands
+    it to every pass; the module-level functions below use a fresh one per call.
     """
-    cached = getattr(e, "_skey", None)
-    if cached is not None:
-        return cached
-    memo: dict[int, object] = {}
-    for node in post_order(e):
-        cached = getattr(node, "_skey", None)
+
+    __slots__ = ("_keys", "_linear", "_sensitive")
+
+    def __init__(self):
+        self._keys: dict[Expr, object] = {}
+        self._linear: dict[Expr, Linear] = {}
+        self._sensitive: dict[Expr, bool] = {}
+
+    def structural_key(self, e: Expr):
+        """A hashable key equal for structurally equal expressions (variables by identity)."""
+        keys = self._keys
+        cached = keys.get(e)
         if cached is not None:
-            memo[id(node)] = cached
-            continue
-        if isinstance(node, Var):
-            key = ("var", id(node))
-        elif isinstance(node, Const):
-            key = ("const", node.dtype, node.value)
-        else:
-            extra = getattr(node, "op", None) or getattr(node, "func", None) or getattr(node, "combiner", None)
-            target = getattr(node, "buffer", None) or getattr(node, "tensor", None)
-            key = (type(node).__name__, node.dtype, extra, id(target) if target is not None else None,
-                   tuple(memo[id(c)] for c in node.children()))
-        memo[id(node)] = key
-        object.__setattr__(node, "_skey", key)
-    return memo[id(e)]
+            return cached
+        for node in post_order(e):
+            if node in keys:
+                continue
+            if isinstance(node, Var):
+                key = ("var", id(node))
+            elif isinstance(node, Const):
+                key = ("const", node.dtype, node.value)
+            else:
+                extra = getattr(node, "op", None) or getattr(node, "func", None) or getattr(node, "combiner", None)
+                target = getattr(node, "buffer", None) or getattr(node, "tensor", None)
+                key = (type(node).__name__, node.dtype, extra, id(target) if target is not None else None,
+                       tuple(keys[c] for c in node.children()))
+            keys[node] = key
+        return keys[e]
+
+    def linearize(self, e: Expr) -> "Linear":
+        """The linear form of an (already simplified) integer expression; do not mutate it."""
+        cached = self._linear.get(e)
+        if cached is None:
+            cached = self._linear[e] = self._linearize(e)
+        return cached
+
+    def _linearize(self, e: Expr) -> "Linear":
+        if isinstance(e, Const):
+            return Linear(const=int(e.value))
+        if isinstance(e, Binary) and e.op in ("add", "sub"):
+            return self.linearize(e.a).plus(self.linearize(e.b), 1 if e.op == "add" else -1)
+        if isinstance(e, Binary) and e.op == "mul":
+            la, lb = self.linearize(e.a), self.linearize(e.b)
+            if lb.is_const:
+                return la.scaled(lb.const)
+            if la.is_const:
+                return lb.scaled(la.const)
+        return Linear({self.structural_key(e): (e, 1)})
+
+    def simplify(self, e: Expr, bounds: "Bounds | None" = None) -> Expr:
+        """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges)."""
+        bounds = bounds or {}
+        return rewrite_bottom_up(e, lambda node: _simplify_node(self, node, bounds))
+
+    def prove(self, cond: Expr, bounds: "Bounds") -> bool | None:
+        """True/False if the bounds decide ``cond``, else None."""
+        s = self.simplify(cond, bounds)
+        return bool(s.value) if isinstance(s, Const) else None
+
+    def simplify_under(self, e: Expr, bounds: "Bounds") -> Expr:
+        """Re-simplify an already simplified ``e`` under ``bounds``, when bounds can change it.
+
+        Only div/mod, min/max and comparisons profit from knowing the loop ranges, so
+        any other expression comes back as it is without a walk (lowering's hot path).
+        """
+        sensitive = self._sensitive.get(e)
+        if sensitive is None:
+            sensitive = self._sensitive[e] = any(
+                isinstance(n, Compare) or (isinstance(n, Binary) and n.op in _BOUNDS_SENSITIVE_OPS)
+                for n in post_order(e))
+        return self.simplify(e, bounds) if sensitive else e
+
+
+_BOUNDS_SENSITIVE_OPS = ("floordiv", "floormod", "min", "max")
+
+
+def structural_key(e: Expr, analyzer: Analyzer | None = None):
+    """A hashable key equal for structurally equal expressions (variables by identity)."""
+    return (analyzer or Analyzer()).structural_key(e)
 
 
 # ---------------------------------------------------------------- linear forms
@@ -67,10 +132,6 @@ class Linear:
     def __init__(self, terms: dict | None = None, const: int = 0):
         self.terms: dict[object, tuple[Expr, int]] = terms or {}
         self.const = const
-
-    @staticmethod
-    def of_term(e: Expr) -> "Linear":
-        return Linear({structural_key(e): (e, 1)})
 
     def scaled(self, c: int) -> "Linear":
         if c == 0:
@@ -111,30 +172,9 @@ class Linear:
         return out
 
 
-def linearize(e: Expr) -> Linear:
-    """The linear form of an (already simplified) integer expression.
-
-    Cached on the node (nodes are immutable); callers must not mutate the result.
-    """
-    cached = getattr(e, "_linear", None)
-    if cached is None:
-        cached = _linearize(e)
-        object.__setattr__(e, "_linear", cached)
-    return cached
-
-
-def _linearize(e: Expr) -> Linear:
-    if isinstance(e, Const):
-        return Linear(const=int(e.value))
-    if isinstance(e, Binary) and e.op in ("add", "sub"):
-        return linearize(e.a).plus(linearize(e.b), 1 if e.op == "add" else -1)
-    if isinstance(e, Binary) and e.op == "mul":
-        la, lb = linearize(e.a), linearize(e.b)
-        if lb.is_const:
-            return la.scaled(lb.const)
-        if la.is_const:
-            return lb.scaled(la.const)
-    return Linear.of_term(e)
+def linearize(e: Expr, analyzer: Analyzer | None = None) -> Linear:
+    """The linear form of an (already simplified) integer expression; do not mutate it."""
+    return (analyzer or Analyzer()).linearize(e)
 
 
 # ---------------------------------------------------------------- intervals
@@ -219,10 +259,10 @@ def _fits(value: int, dtype: str) -> bool:
     return dtypes.min_value(dtype) <= value <= dtypes.max_value(dtype)
 
 
-def _simplify_divmod(e: Binary, bounds: Bounds) -> Expr:
+def _simplify_divmod(an: Analyzer, e: Binary, bounds: Bounds) -> Expr:
     """``(c*q + r) // c`` and ``% c`` with a provable ``0 <= r < c``."""
     c = e.b.value
-    lin = linearize(e.a)
+    lin = an.linearize(e.a)
     whole = Linear({k: (t, v // c) for k, (t, v) in lin.terms.items() if v % c == 0}, lin.const // c)
     rest = Linear({k: (t, v) for k, (t, v) in lin.terms.items() if v % c != 0}, lin.const % c)
     r = linear_interval(rest, bounds)
@@ -233,7 +273,7 @@ def _simplify_divmod(e: Binary, bounds: Bounds) -> Expr:
     return e
 
 
-def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
+def _simplify_node(an: Analyzer, e: Expr, bounds: Bounds) -> Expr:
     if isinstance(e, Binary):
         a, b = e.a, e.b
         if isinstance(a, Const) and isinstance(b, Const) and not dtypes.is_float(e.dtype):
@@ -242,17 +282,16 @@ def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
                 return Const(v, e.dtype)
         if dtypes.is_int(e.dtype):
             if e.op in ("add", "sub", "mul"):
-                lin = linearize(e)
+                lin = an.linearize(e)
                 out = lin.to_expr(e.dtype)
-                if getattr(out, "_linear", None) is None:
-                    # The parent linearizes this node next: without the cached form every
-                    # level of an index chain would re-linearize the whole chain below it.
-                    object.__setattr__(out, "_linear", lin)
+                # The parent linearizes this node next: without the remembered form every
+                # level of an index chain would re-linearize the whole chain below it.
+                an._linear.setdefault(out, lin)
                 return out
             if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
                 if b.value == 1:
                     return a if e.op == "floordiv" else Const(0, e.dtype)
-                return _simplify_divmod(e, bounds)
+                return _simplify_divmod(an, e, bounds)
             if e.op in ("min", "max"):
                 ra, rb = interval(a, bounds), interval(b, bounds)
                 if ra is not None and rb is not None:
@@ -268,7 +307,7 @@ def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
         return e
     if isinstance(e, Compare):
         if dtypes.is_int(e.a.dtype):
-            diff = linearize(e.a).plus(linearize(e.b), -1)
+            diff = an.linearize(e.a).plus(an.linearize(e.b), -1)
             r = linear_interval(diff, bounds)
             if r is not None:
                 lo, hi = r
@@ -300,13 +339,11 @@ def _simplify_node(e: Expr, bounds: Bounds) -> Expr:
     return e
 
 
-def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
+def simplify(e: Expr, bounds: Bounds | None = None, analyzer: Analyzer | None = None) -> Expr:
     """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges)."""
-    bounds = bounds or {}
-    return rewrite_bottom_up(e, lambda node: _simplify_node(node, bounds))
+    return (analyzer or Analyzer()).simplify(e, bounds)
 
 
-def prove(cond: Expr, bounds: Bounds) -> bool | None:
+def prove(cond: Expr, bounds: Bounds, analyzer: Analyzer | None = None) -> bool | None:
     """True/False if the bounds decide ``cond``, else None."""
-    s = simplify(cond, bounds)
-    return bool(s.value) if isinstance(s, Const) else None
+    return (analyzer or Analyzer()).prove(cond, bounds)

@@ -10,18 +10,23 @@ This module proposes and replays schedules; it neither builds nor measures. The
 structure comes from ``sketch.derive_sketch`` (which stages inline, which get
 multi-level tiling, which epilogues fuse); the numbers (split factors per level,
 compute location, how many outer loops run in parallel, unroll depth, reduction
-order) are the knobs of one ``Config``. Split factors need not divide their extent:
-the lowering guards the tails, so prime and odd shapes still get real tilings.
+order) are the knobs of one ``Config``, read through ``schedule.decisions`` as typed
+per-stage decisions. Split factors need not divide their extent: the lowering guards
+the tails, so prime and odd shapes still get real tilings.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 from te import dtypes
 from te.tensor import ComputeOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
+from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, REDUCE_INNER,
+                        REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
+                        StageDecisions, StageLayout, decode_config)
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
@@ -86,7 +91,9 @@ class ConfigSpace(SearchSpace):
 
     ``ConfigSpace.from_tensors(..., target="cuda")`` gives the GPU subclass
     (``schedule.space_gpu``), which overrides the per-role hooks below
-    (``_knobs_for``, ``_plan_problem``, ``_appliers``, ``_describe_plan``).
+    (``_knobs_for``, ``_codecs``, ``_plan_problem``, ``_appliers``, ``_describe_plan``,
+    ``_describe_decisions``). The hooks past ``_knobs_for`` see a stage's decisions as
+    the typed objects of ``schedule.decisions``, never as knob names.
     """
 
     inputs: list[Tensor]
@@ -98,24 +105,32 @@ class ConfigSpace(SearchSpace):
     sketch_version: ClassVar[str] = SKETCH_VERSION
 
     @classmethod
-    def from_workload(cls, workload, target: str = "cpu") -> "ConfigSpace":
+    def from_workload(cls, workload, target="cpu") -> "ConfigSpace":
         return cls.from_tensors(workload.inputs, workload.outputs, target)
 
     @classmethod
-    def from_tensors(cls, inputs, outputs, target: str = "cpu") -> "ConfigSpace":
-        if target == "cuda" and cls is ConfigSpace:
-            from .space_gpu import GPUConfigSpace  # the GPU sketches ("cuda-v1")
+    def from_tensors(cls, inputs, outputs, target="cpu") -> "ConfigSpace":
+        """The space of ``outputs`` on ``target`` (a spec such as "cpu" or "cuda:sm_80", or a
+        ``schedule.targets.Target``). Called on a base class, it builds the more specific
+        space class the target's kind names (``ConfigSpace`` -> ``GPUConfigSpace`` for cuda);
+        the kind also supplies the space's extra fields (the GPU limits from its facts)."""
+        from .targets import parse_target
 
-            return GPUConfigSpace.from_tensors(inputs, outputs, target)
-        if target not in ("cpu", "cuda"):
-            raise ConfigError(f"no schedule space for target {target!r} (use 'cpu' or 'cuda')")
+        target = parse_target(target)
+        kind = target.kind_info
+        space_class = kind.space_class()
+        if space_class is not cls and issubclass(space_class, cls):
+            return space_class.from_tensors(inputs, outputs, target)
         outputs = list(outputs)
         sketch = derive_sketch(outputs)
         names = _unique_names([p.op for p in sketch.plans])
         knobs: list[Knob] = []
         for plan in sketch.plans:
             knobs.extend(cls._knobs_for(plan, names[plan.op]))
-        return cls(list(inputs), outputs, sketch, KnobSet(cls.sketch_version, tuple(knobs)), names)
+        space = cls(list(inputs), outputs, sketch, KnobSet(cls.sketch_version, tuple(knobs)), names,
+                    **kind.space_options(target))
+        space.target = target  # the Target this space was derived for
+        return space
 
     @property
     def args(self) -> list[Tensor]:
@@ -127,28 +142,34 @@ class ConfigSpace(SearchSpace):
     def _knobs_for(plan: StagePlan, name: str) -> list[Knob]:
         return _plan_knobs(plan, name)
 
-    def _plan_problem(self, plan: StagePlan, name: str, v: dict) -> str | None:
-        """Why the decisions ``v`` break a limit for ``plan``'s stage (None: they do not)."""
+    @staticmethod
+    def _codecs() -> Mapping[str, StageCodec]:
+        """role -> the codec between that role's knob values and its typed decisions."""
+        return CPU_CODECS
+
+    def _plan_problem(self, plan: StagePlan, d: StageDecisions) -> str | None:
+        """Why the decisions ``d`` break a limit for ``plan``'s stage (None: they do not)."""
         nbytes = dtypes.bits(plan.op.output(0).dtype) // 8
+        name = d.stage
         if plan.role == MULTI_LEVEL:
-            tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
+            tiles = d.tiles
             register = _prod(t[2] for t in tiles)
             if register > MAX_REGISTER_TILE:
                 return f"{name}: register tile of {register} elements exceeds {MAX_REGISTER_TILE}"
             if tiles[-1][2] * nbytes > MAX_VECTOR_BYTES:
                 return f"{name}: vector of {tiles[-1][2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
-            local = _prod(t[1] * t[2] * (t[0] if v[f"{name}.at"] == "a" else 1) for t in tiles)
+            local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES:
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
         elif plan.role == SIMPLE:
-            last = v[f"{name}.tile.{plan.op.axis[-1].name}"]
+            last = d.tiles[-1][0]
             if last * nbytes > MAX_VECTOR_BYTES * 4:
                 return f"{name}: inner loop of {last} elements is too long to vectorize well"
         return None
 
     @staticmethod
     def _appliers() -> dict:
-        """role -> ``apply(s, plan, name, values)`` for the stages this sketch schedules."""
+        """role -> ``apply(s, plan, decisions)`` for the stages this sketch schedules."""
         return {MULTI_LEVEL: _apply_multi_level, SIMPLE: _apply_simple}
 
     @staticmethod
@@ -163,11 +184,36 @@ class ConfigSpace(SearchSpace):
         kind = "reduction" if plan.op.is_reduction else "element-wise"
         return f"{plan.name}: simple {kind} (parallel outer loops, vectorized inner loop)"
 
+    # ------------------------------------------------------------ typed decisions
+
+    def decisions(self, config: Config) -> ScheduleDecisions:
+        """``config``'s decisions, one typed object per stage that has knobs (sketch order).
+
+        Raises ConfigError when a knob is missing; whether the values are candidates is
+        ``check``'s job.
+        """
+        return decode_config(config, [layout for _, layout in self._layouts if layout is not None])
+
+    def encode(self, decisions: ScheduleDecisions) -> Config:
+        """The config of ``decisions``: ``decisions(config)``'s inverse, byte for byte."""
+        return decisions.to_config()
+
+    @functools.cached_property
+    def _layouts(self) -> tuple[tuple[StagePlan, StageLayout | None], ...]:
+        """Each plan with its role's codec bound to its stage (None: a role without knobs)."""
+        codecs = self._codecs()
+        return tuple((p, codecs[p.role].bind(self.names[p.op], p.op) if p.role in codecs else None)
+                     for p in self.sketch.plans)
+
+    def _plan_decisions(self, config: Config) -> list[tuple[StagePlan, StageDecisions | None]]:
+        """Each plan with its decisions in ``config`` (None for roles without knobs)."""
+        return [(p, layout.decode(config.values) if layout is not None else None) for p, layout in self._layouts]
+
     # ------------------------------------------------------------ validity and replay
 
     def problem(self, config: Config) -> str | None:
-        for plan in self.sketch.plans:
-            reason = self._plan_problem(plan, self.names[plan.op], config.values)
+        for plan, d in self._plan_decisions(config):
+            reason = self._plan_problem(plan, d) if d is not None else None
             if reason is not None:
                 return reason
         return None
@@ -182,9 +228,9 @@ class ConfigSpace(SearchSpace):
             if plan.role == INLINE:
                 s[plan.op].compute_inline()
         appliers = self._appliers()
-        for plan in self.sketch.plans:
+        for plan, d in self._plan_decisions(config):
             if plan.role in appliers:
-                appliers[plan.role](s, plan, self.names[plan.op], config.values)
+                appliers[plan.role](s, plan, d)
         return s, self.args
 
     # ------------------------------------------------------------ explanation
@@ -198,27 +244,26 @@ class ConfigSpace(SearchSpace):
         return "\n".join(lines)
 
     def describe_config(self, config: Config) -> str:
-        v = config.values
+        """One line per stage that says what ``config`` decides for it."""
         lines = []
-        for plan in self.sketch.plans:
-            name = self.names[plan.op]
-            if plan.role == MULTI_LEVEL:
-                tiles = ", ".join(f"{iv.name}: {'x'.join(map(str, v[f'{name}.tile.{iv.name}']))}" for iv in plan.op.axis)
-                red = ", ".join(f"{iv.name}: {v[f'{name}.rtile.{iv.name}']}" for iv in plan.op.reduce_axis)
-                pack = v[f"{name}.pack"]
-                lines.append(
-                    f"{name}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
-                    f"{'no packing' if pack == 'none' else 'packs ' + pack}; computed at the "
-                    f"{v[f'{name}.at']}-level loop; {v[f'{name}.parallel']} outer loop(s) fused in parallel; "
-                    f"unroll budget {v[f'{name}.unroll']}"
-                )
-            elif plan.role == SIMPLE:
-                tiles = ", ".join(f"{iv.name}: {v[f'{name}.tile.{iv.name}']}" for iv in plan.op.axis)
-                order = f"; reduction {v[f'{name}.order']}" if plan.op.is_reduction else ""
-                lines.append(f"{name}: inner tiles {tiles}; {v[f'{name}.parallel']} outer loop(s) in parallel{order}")
+        for plan, d in self._plan_decisions(config):
+            if d is not None:
+                lines.append(self._describe_decisions(plan, d))
             elif plan.role == INLINE:
-                lines.append(f"{name}: inlined")
+                lines.append(f"{self.names[plan.op]}: inlined")
         return "\n".join(lines)
+
+    @staticmethod
+    def _describe_decisions(plan: StagePlan, d: StageDecisions) -> str:
+        if isinstance(d, MultiLevelDecisions):
+            tiles = ", ".join(f"{t.axis}: {t}" for t in d.tiles)
+            red = ", ".join(f"{r.axis}: {r[0]}" for r in d.reduce_tiles)
+            return (f"{d.stage}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
+                    f"{'no packing' if d.pack == PACK_NONE else 'packs ' + d.pack}; computed at the "
+                    f"{d.at}-level loop; {d.parallel} outer loop(s) fused in parallel; unroll budget {d.unroll}")
+        tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
+        order = f"; reduction {d.order}" if d.order is not None else ""
+        return f"{d.stage}: inner tiles {tiles}; {d.parallel} outer loop(s) in parallel{order}"
 
 
 def _prod(xs) -> int:
@@ -232,34 +277,24 @@ def _prod(xs) -> int:
 
 
 def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
+    """The candidates of each decision of ``plan``'s stage (names and docs: the codec's)."""
     op = plan.op
     lanes = max(1, MAX_VECTOR_BYTES // (dtypes.bits(op.output(0).dtype) // 8))
-    knobs: list[Knob] = []
+    last = len(op.axis) - 1
+    parallel = tuple(range(1, len(op.axis) + 1))
     if plan.role == MULTI_LEVEL:
-        for n, iv in enumerate(op.axis):
-            inner = lanes if n == len(op.axis) - 1 else 16
-            knobs.append(Knob(f"{name}.tile.{iv.name}", tile_candidates(iv.extent, inner),
-                              "tile sizes (b, S2, S3) of this spatial axis; the rest is the outer a level"))
-        for iv in op.reduce_axis:
-            knobs.append(Knob(f"{name}.rtile.{iv.name}", tuple(factor_candidates(iv.extent, 512)),
-                              "inner reduction tile R1 of this reduce axis"))
-        knobs.append(Knob(f"{name}.at", ("a", "b"), "loop level of the owner where the tile is computed"))
-        knobs.append(Knob(f"{name}.parallel", tuple(range(1, len(op.axis) + 1)),
-                          "outer a-level loops fused into the parallel loop"))
-        knobs.append(Knob(f"{name}.unroll", UNROLL_STEPS, "unroll budget for the innermost loops"))
-        knobs.append(Knob(f"{name}.pack", ("none",) + tuple(t.name for t in op.input_tensors),
-                          "input copied into a contiguous local tile at the outer reduction loop (packing)"))
-    elif plan.role == SIMPLE:
-        for n, iv in enumerate(op.axis):
-            limit = 4 * lanes if n == len(op.axis) - 1 else 64
-            knobs.append(Knob(f"{name}.tile.{iv.name}", tuple(factor_candidates(iv.extent, limit)),
-                              "inner split of this spatial axis (the last one is vectorized)"))
-        knobs.append(Knob(f"{name}.parallel", tuple(range(1, len(op.axis) + 1)),
-                          "outer loops fused into the parallel loop"))
-        if op.is_reduction:
-            knobs.append(Knob(f"{name}.order", ("reduce_inner", "reduce_outer"),
-                              "reduction loops inside the spatial tile, or outside it (then the tile vectorizes)"))
-    return knobs
+        return CPU_MULTI_LEVEL.knobs(
+            name, op,
+            tiles=[tile_candidates(iv.extent, lanes if n == last else 16) for n, iv in enumerate(op.axis)],
+            reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
+            at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
+            pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors))
+    if plan.role == SIMPLE:
+        return CPU_SIMPLE.knobs(
+            name, op,
+            tiles=[factor_candidates(iv.extent, 4 * lanes if n == last else 64) for n, iv in enumerate(op.axis)],
+            parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None)
+    return []
 
 
 # ---------------------------------------------------------------- replay per role
@@ -282,9 +317,9 @@ def _parallel_outer(stage, outer_axes: list, count: int):
     return [fused] + outer_axes[count:]
 
 
-def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> None:
     op = plan.op
-    tiles = [v[f"{name}.tile.{iv.name}"] for iv in op.axis]
+    tiles = d.tiles
     if plan.owner is None:
         cache = s.cache_write(op.output(0), "local")
         owner, tiled = s[op], s[cache]
@@ -297,13 +332,13 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
     owner.reorder(*a_axes, *b_axes, *c_axes)
     if tiles[-1][1] * tiles[-1][2] > 1:
         owner.vectorize(c_axes[-1])
-    a_axes = _parallel_outer(owner, a_axes, v[f"{name}.parallel"])
-    at = v[f"{name}.at"]
-    tiled.compute_at(owner, a_axes[-1] if at == "a" else b_axes[-1])
+    a_axes = _parallel_outer(owner, a_axes, d.parallel)
+    at = d.at
+    tiled.compute_at(owner, a_axes[-1] if at == AT_OUTER else b_axes[-1])
     # The tiled stage over its region: S1 R0 S2 R1 S3.
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
-        if at == "a":
+        if at == AT_OUTER:
             x1, x2, x3 = _split_levels(tiled, iv, [t[1], t[2]])
             s1.append(x1)
         else:
@@ -311,18 +346,18 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
         s2.append(x2)
         s3.append(x3)
     r0, r1 = [], []
-    for iv in tiled.op.reduce_axis:
-        x0, x1 = tiled.split(iv, factor=v[f"{name}.rtile.{iv.name}"])
+    for iv, rt in zip(tiled.op.reduce_axis, d.reduce_tiles):
+        x0, x1 = tiled.split(iv, factor=rt[0])
         r0.append(x0)
         r1.append(x1)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3)
-    _pack_input(s, tiled, v[f"{name}.pack"], r0[-1])
+    _pack_input(s, tiled, d.pack, r0[-1])
     if tiles[-1][2] > 1:
         tiled.vectorize(s3[-1])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
     extents.update({id(x): t[1] for x, t in zip(s2, tiles)})
-    extents.update({id(x): v[f"{name}.rtile.{iv.name}"] for x, iv in zip(r1, tiled.op.reduce_axis)})
-    budget = v[f"{name}.unroll"]
+    extents.update({id(x): rt[0] for x, rt in zip(r1, d.reduce_tiles)})
+    budget = d.unroll
     body = max(1, -(-tiles[-1][2] // 16))  # the vector loop's body, in 16-lane instructions
     for loop in list(reversed(s3[:-1])) + list(reversed(r1)) + list(reversed(s2)):
         body *= extents[id(loop)]
@@ -335,27 +370,27 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
 def _pack_input(s: Schedule, tiled, tensor_name: str, at) -> None:
     """Copy the tile of input ``tensor_name`` that one outer reduction step reads into a
     contiguous local buffer (GotoBLAS-style packing; the copy is reused by the S2 loops)."""
-    if tensor_name == "none":
+    if tensor_name == PACK_NONE:
         return
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
     packed = s.cache_read(tensor, "local", [tiled])
     s[packed].compute_at(tiled, at)
 
 
-def _apply_simple(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> None:
     stage = s[plan.op]
     op = stage.op
     outer, inner = [], []
-    for iv in op.axis:
-        o, i = stage.split(iv, factor=v[f"{name}.tile.{iv.name}"])
+    for iv, t in zip(op.axis, d.tiles):
+        o, i = stage.split(iv, factor=t[0])
         outer.append(o)
         inner.append(i)
-    reduce_inner = not op.is_reduction or v[f"{name}.order"] == "reduce_inner"
+    reduce_inner = not op.is_reduction or d.order == REDUCE_INNER
     if reduce_inner:
         stage.reorder(*outer, *inner, *op.reduce_axis)
     else:
         stage.reorder(*outer, *op.reduce_axis, *inner)
     if not op.is_reduction or not reduce_inner:
-        if v[f"{name}.tile.{op.axis[-1].name}"] > 1:
+        if d.tiles[-1][0] > 1:
             stage.vectorize(inner[-1])
-    _parallel_outer(stage, outer, v[f"{name}.parallel"])
+    _parallel_outer(stage, outer, d.parallel)

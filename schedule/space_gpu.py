@@ -22,13 +22,13 @@ becomes on the GPU:
                   a reduction's loops run inside each thread.
     inline        substituted into its readers, as on the CPU.
 
-Knobs (AutoTVM vocabulary, as in ``schedule.space``):
+Decisions (``schedule.decisions``, which also spells their knob names):
 
-    <stage>.tile.<axis>    (vthread, threads, S3, S4) of one spatial axis; the block
-                           count is what is left of the extent
-    <stage>.rtile.<axis>   (R1, R2) of one reduce axis; R0 is what is left
-    <stage>.unroll         unroll budget (innermost loops first, while the body stays under it)
-    <stage>.threads        threads per block of a simple stage
+    GPUMultiLevelDecisions  tiles: (vthread, threads, S3, S4) per spatial axis, the block
+                            count is what is left of the extent; reduce_tiles: (R1, R2) per
+                            reduce axis, R0 is what is left; unroll: the budget (innermost
+                            loops first, while the body stays under it)
+    GPUSimpleDecisions      threads: threads per block of a simple stage
 
 ``check(config)`` refuses, before any build, configs over ``GPULimits``: threads per block,
 virtual threads, accumulator elements per thread, and shared memory per block (the box each
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 from te import dtypes
 from te.expr import TensorRead, post_order
@@ -46,6 +46,8 @@ from te.tensor import ComputeOp, Tensor
 
 from .bounds import infer_region
 from .config import Knob
+from .decisions import (GPU_CODECS, GPU_MULTI_LEVEL, GPU_SIMPLE, GPUMultiLevelDecisions, GPUSimpleDecisions,
+                        StageCodec, StageDecisions)
 from .gpu_passes import GPULimits
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, StagePlan
 from .space import ConfigSpace, _split_levels, factor_candidates
@@ -102,11 +104,16 @@ class GPUConfigSpace(ConfigSpace):
     def _knobs_for(plan: StagePlan, name: str) -> list[Knob]:
         return _plan_knobs(plan, name)
 
-    def _plan_problem(self, plan: StagePlan, name: str, v: dict) -> str | None:
+    @staticmethod
+    def _codecs() -> Mapping[str, StageCodec]:
+        return GPU_CODECS
+
+    def _plan_problem(self, plan: StagePlan, d: StageDecisions) -> str | None:
         if plan.role != MULTI_LEVEL:
             return None
         lim = self.limits
-        tiles = [v[f"{name}.tile.{iv.name}"] for iv in plan.op.axis]
+        name = d.stage
+        tiles = d.tiles
         threads = math.prod(t[1] for t in tiles)
         if threads > lim.max_threads_per_block:
             return f"{name}: {threads} threads per block exceed {lim.max_threads_per_block}"
@@ -116,7 +123,7 @@ class GPUConfigSpace(ConfigSpace):
         local = math.prod(t[0] * t[2] * t[3] for t in tiles)
         if local > lim.max_local_elements:
             return f"{name}: {local} accumulators per thread exceed {lim.max_local_elements}"
-        shared = self.shared_bytes(plan, v)
+        shared = self.shared_bytes(plan, d)
         if shared > lim.max_shared_bytes:
             return f"{name}: {shared} bytes of shared memory per block exceed {lim.max_shared_bytes}"
         return None
@@ -137,57 +144,48 @@ class GPUConfigSpace(ConfigSpace):
             return f"{p.name}: inlined into its readers"
         return f"{p.name}: simple, axes fused into blockIdx.x x threadIdx.x"
 
-    def shared_bytes(self, plan: StagePlan, values: dict) -> int:
-        """Shared memory one block of ``plan``'s stage stages: each input's box over the block tile."""
-        name = self.names[plan.op]
+    def shared_bytes(self, plan: StagePlan, decisions: GPUMultiLevelDecisions | Mapping) -> int:
+        """Shared memory one block of ``plan``'s stage stages: each input's box over the block tile.
+
+        ``decisions``: the stage's decisions, or a config's knob values to decode them from.
+        """
         op = plan.op
+        if isinstance(decisions, Mapping):
+            decisions = GPU_MULTI_LEVEL.decode(self.names[op], op, decisions)
         varying = {}
-        for iv in op.axis:
-            t = values[f"{name}.tile.{iv.name}"]
-            varying[iv.var] = min(iv.extent, math.prod(t))
-        for iv in op.reduce_axis:
-            varying[iv.var] = min(iv.extent, math.prod(values[f"{name}.rtile.{iv.name}"]))
+        for iv, t in zip(op.axis, decisions.tiles):
+            varying[iv.var] = min(iv.extent, t.product)
+        for iv, rt in zip(op.reduce_axis, decisions.reduce_tiles):
+            varying[iv.var] = min(iv.extent, rt.product)
         total = 0
         for tensor, reads in _input_reads(op).items():
             region = infer_region(tensor.shape, reads, varying)
             total += math.prod(region.extents) * max(1, dtypes.bits(tensor.dtype) // 8)
         return total
 
-    def describe_config(self, config) -> str:
-        v = config.values
-        lines = []
-        for plan in self.sketch.plans:
-            name = self.names[plan.op]
-            if plan.role == MULTI_LEVEL:
-                tiles = ", ".join(f"{iv.name}: {'x'.join(map(str, v[f'{name}.tile.{iv.name}']))}" for iv in plan.op.axis)
-                red = ", ".join(f"{iv.name}: {'x'.join(map(str, v[f'{name}.rtile.{iv.name}']))}"
-                                for iv in plan.op.reduce_axis)
-                lines.append(f"{name}: tiles (vthread x threads x S3 x S4) {tiles}; reduction (R1 x R2) {red}; "
-                             f"unroll budget {v[f'{name}.unroll']}")
-            elif plan.role == SIMPLE:
-                lines.append(f"{name}: {v[f'{name}.threads']} threads per block")
-            elif plan.role == INLINE:
-                lines.append(f"{name}: inlined")
-        return "\n".join(lines)
+    @staticmethod
+    def _describe_decisions(plan: StagePlan, d: StageDecisions) -> str:
+        if isinstance(d, GPUSimpleDecisions):
+            return f"{d.stage}: {d.threads} threads per block"
+        tiles = ", ".join(f"{t.axis}: {t}" for t in d.tiles)
+        red = ", ".join(f"{r.axis}: {r}" for r in d.reduce_tiles)
+        return (f"{d.stage}: tiles (vthread x threads x S3 x S4) {tiles}; reduction (R1 x R2) {red}; "
+                f"unroll budget {d.unroll}")
 
 
 # ---------------------------------------------------------------- knobs
 
 
 def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
+    """The candidates of each decision of ``plan``'s stage (names and docs: the codec's)."""
     op = plan.op
     if plan.role == MULTI_LEVEL:
-        knobs = [Knob(f"{name}.tile.{iv.name}", gpu_tile_candidates(iv.extent),
-                      "(vthread, threads, S3, S4) of this spatial axis; blocks cover the rest")
-                 for iv in op.axis]
-        knobs += [Knob(f"{name}.rtile.{iv.name}", reduce_tile_candidates(iv.extent),
-                       "(R1, R2) of this reduce axis; the shared tile covers R1*R2, R0 loops over the rest")
-                  for iv in op.reduce_axis]
-        knobs.append(Knob(f"{name}.unroll", UNROLL_STEPS, "unroll budget for the innermost loops"))
-        return knobs
+        return GPU_MULTI_LEVEL.knobs(name, op, tiles=[gpu_tile_candidates(iv.extent) for iv in op.axis],
+                                     reduce_tiles=[reduce_tile_candidates(iv.extent) for iv in op.reduce_axis],
+                                     unroll=UNROLL_STEPS)
     if plan.role == SIMPLE:
         total = math.prod(iv.extent for iv in op.axis)
-        return [Knob(f"{name}.threads", thread_candidates(total), "threads per block (all spatial axes fused)")]
+        return GPU_SIMPLE.knobs(name, op, threads=thread_candidates(total))
     return []
 
 
@@ -207,10 +205,9 @@ def _input_reads(op: ComputeOp) -> dict[Tensor, list]:
 # ---------------------------------------------------------------- replay
 
 
-def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+def _apply_multi_level(s: Schedule, plan: StagePlan, d: GPUMultiLevelDecisions) -> None:
     op = plan.op
-    tiles = [v[f"{name}.tile.{iv.name}"] for iv in op.axis]
-    rtiles = [v[f"{name}.rtile.{iv.name}"] for iv in op.reduce_axis]
+    tiles, rtiles = d.tiles, d.reduce_tiles
     if plan.owner is None:
         local = s.cache_write(op.output(0), "local")
         owner, tiled = s[op], s[local]
@@ -224,7 +221,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
     blocks, vthreads, threads, inner = ([lv[n] for lv in levels] for n in range(4))
     owner.reorder(*blocks, *vthreads, *threads, *inner)
     # The copy-out reads the accumulators at constant indices only when its loops unroll.
-    _unroll_inner(owner, [(x, t[2] * t[3]) for x, t in zip(inner, tiles)][::-1], v[f"{name}.unroll"],
+    _unroll_inner(owner, [(x, t[2] * t[3]) for x, t in zip(inner, tiles)][::-1], d.unroll,
                   body=math.prod(t[0] for t in tiles))
     owner.bind(owner.fuse(*blocks), "blockIdx.x")
     owner.bind(owner.fuse(*vthreads), "vthread")
@@ -247,7 +244,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, name: str, v: dict) -> None
     _unroll_inner(tiled, [(x, t[3]) for x, t in zip(s4, tiles)][::-1]
                   + [(x, rt[1]) for x, rt in zip(r2, rtiles)][::-1]
                   + [(x, t[2]) for x, t in zip(s3, tiles)][::-1]
-                  + [(x, rt[0]) for x, rt in zip(r1, rtiles)][::-1], v[f"{name}.unroll"],
+                  + [(x, rt[0]) for x, rt in zip(r1, rtiles)][::-1], d.unroll,
                   body=math.prod(t[0] for t in tiles))
     # Cooperative fetch of each staged input at the last R0 loop.
     n_threads = math.prod(t[1] for t in tiles)
@@ -268,12 +265,12 @@ def _unroll_inner(stage, loops: list, budget: int, body: int = 1) -> None:
             stage.unroll(loop)
 
 
-def _apply_simple(s: Schedule, plan: StagePlan, name: str, v: dict) -> None:
+def _apply_simple(s: Schedule, plan: StagePlan, d: GPUSimpleDecisions) -> None:
     stage = s[plan.op]
     axes = list(stage.op.axis)
     if not axes:
         return  # a 0-d result: one thread computes it
     fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
-    block, thread = stage.split(fused, factor=v[f"{name}.threads"])
+    block, thread = stage.split(fused, factor=d.threads)
     stage.bind(block, "blockIdx.x")
     stage.bind(thread, "threadIdx.x")

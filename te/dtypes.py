@@ -49,6 +49,11 @@ def bits(dtype: str) -> int:
     return 8 if dtype == "bool" else numpy_dtype(dtype).itemsize * 8
 
 
+def nbytes(dtype: str) -> int:
+    """Bytes one element of ``dtype`` occupies in memory (bool: one byte)."""
+    return bits(dtype) // 8
+
+
 def min_value(dtype: str):
     """Smallest value of ``dtype``: -inf for floats, the most negative integer otherwise."""
     if is_float(dtype):

@@ -188,11 +188,6 @@ class Const(Expr):
 
 # ---------------------------------------------------------------- operators
 
-ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max", "pow")
-COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
-LOGICAL_OPS = ("and", "or")
-
-
 @dataclass(frozen=True, eq=False)
 class Binary(Expr):
     op: str
@@ -254,9 +249,6 @@ class Cast(Expr):
     dtype: str
     value: Expr
     _child_fields = ("value",)
-
-
-MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "floor", "ceil", "erf", "sin", "cos", "rsqrt")
 
 
 @dataclass(frozen=True, eq=False)
@@ -442,15 +434,6 @@ def any_of(*conds) -> Expr:
     for c in conds[1:]:
         out = logical("or", out, c)
     return out
-
-
-def min_expr(a, b) -> Expr:
-    """Element-wise minimum (``te.min`` with two arguments)."""
-    return binary("min", a, b)
-
-
-def max_expr(a, b) -> Expr:
-    return binary("max", a, b)
 
 
 def if_then_else(cond, true_value, false_value) -> Expr:

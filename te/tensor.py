@@ -11,7 +11,6 @@ at the top of the body, and its reduce axes may appear nowhere else.
 from __future__ import annotations
 
 import inspect
-import itertools
 import numbers
 from dataclasses import dataclass
 from typing import Callable
@@ -35,9 +34,6 @@ from .expr import (
 
 SPATIAL = "spatial"
 REDUCE = "reduce"
-
-_name_counter = itertools.count()
-
 
 def _check_extent(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

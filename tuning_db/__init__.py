@@ -21,13 +21,14 @@ from .errors import DatabaseError, RecordFormatError
 from .location import ENV_VAR, default_path, resolve_url
 from .models import SCHEMA_VERSION
 from .records import (
-    ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, TARGET_KINDS, MeasureRecord, RunInfo,
-    TargetInfo, TargetSummary, WorkloadSummary, config_hash,
+    ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, MeasureRecord, RunInfo, Status, TargetInfo,
+    TargetSummary, WorkloadSummary, check_target_kind, config_hash,
 )
 
 __all__ = [
     "Database", "DatabaseError", "RecordFormatError", "MeasureRecord", "TargetInfo", "RunInfo",
-    "WorkloadSummary", "TargetSummary", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "TARGET_KINDS",
+    "WorkloadSummary", "TargetSummary", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "Status",
+    "check_target_kind",
     "MAX_ERROR_CHARS", "SCHEMA_VERSION", "config_hash", "apply_best", "lookup_best", "active_database",
     "NoTunedConfigWarning", "ENV_VAR", "default_path", "resolve_url",
 ]

@@ -55,6 +55,7 @@ def record_to_json(record: MeasureRecord, run: RunRow) -> dict[str, Any]:
         },
     }
     line.update({name: getattr(record, name) for name in _RECORD_FIELDS})
+    line["status"] = record.status.value  # the plain word, as stored
     line["created_at"] = record.created_at.isoformat()
     return line
 

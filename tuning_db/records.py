@@ -19,15 +19,34 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-# The status of every trial (see DESIGN.md, "Measurement"). Failures are data: stored and
-# scored as infinitely slow, never fatal to a run.
-STATUSES = ("ok", "compile_error", "runtime_error", "wrong_answer", "timeout", "invalid")
+
+class Status(str, Enum):
+    """The status of every trial (see DESIGN.md, "Measurement"). Failures are data: stored
+    and scored as infinitely slow, never fatal to a run.
+
+    A ``str`` whose value is the word stored in the database, so ``Status("ok") == "ok"``
+    and ``str(Status.OK) == "ok"``: the stored format is the plain word.
+    """
+
+    OK = "ok"                        # built, verified against the reference, timed
+    COMPILE_ERROR = "compile_error"  # the compiler rejected the generated code (or lowering failed)
+    RUNTIME_ERROR = "runtime_error"  # the kernel crashed (signal) or raised while running
+    WRONG_ANSWER = "wrong_answer"    # it ran but its outputs differ from the reference
+    TIMEOUT = "timeout"              # building or running took longer than allowed
+    INVALID = "invalid"              # the config breaks a resource limit (never built, or refused)
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+#: The status words, in ``Status`` order (plain strings, as stored).
+STATUSES = tuple(s.value for s in Status)
 ERROR_STATUSES = STATUSES[1:]
 RUN_STATUSES = ("running", "finished", "interrupted")
-TARGET_KINDS = ("cpu", "cuda")
 
 # Compiler logs can be megabytes; the head (first error) and the tail (summary) are kept.
 MAX_ERROR_CHARS = 4096
@@ -59,10 +78,26 @@ def config_hash(config: dict) -> str:
     return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
 
 
-def check_status(status: str) -> str:
-    if status not in STATUSES:
-        raise ValueError(f"unknown record status {status!r}; expected one of {', '.join(STATUSES)}")
-    return status
+def check_status(status: str) -> Status:
+    """``status`` as a ``Status`` (a member or its word); ValueError for any other value."""
+    try:
+        return Status(status)
+    except ValueError:
+        raise ValueError(f"unknown record status {status!r}; expected one of {', '.join(STATUSES)}") from None
+
+
+def check_target_kind(kind: str) -> str:
+    """A target kind must be a non-empty identifier ("cpu", "cuda", "cpu_noomp").
+
+    Which kinds exist is decided by the target registry (``schedule.targets``), which
+    this package does not import (it imports only ``te``): the database stores the kind
+    as a key and accepts any well-formed one, so a newly registered kind needs no change
+    here, and records of a kind this process has not registered can still be read.
+    """
+    if not isinstance(kind, str) or not kind.isidentifier():
+        raise ValueError(f"unknown target kind {kind!r}; a target kind is a non-empty identifier "
+                         f"such as 'cpu' or 'cuda'")
+    return kind
 
 
 def check_run_status(status: str) -> str:
@@ -108,15 +143,14 @@ def _optional_float(value, what: str) -> float | None:
 class TargetInfo:
     """Where a measurement ran. Queries match targets by ``kind`` and ``device``."""
 
-    kind: str                 # "cpu" or "cuda"
+    kind: str                 # the target kind, e.g. "cpu" or "cuda" (see check_target_kind)
     device: str = ""          # CPU model or GPU name, e.g. "NVIDIA H100 80GB HBM3"
     compiler: str = ""        # e.g. "gcc 12.2.0" or "nvrtc 13.0"
     flags: str = ""           # compiler flags that change the code, e.g. "-O3 -march=native"
     host: str = ""            # machine name, for telling identical devices apart
 
     def __post_init__(self):
-        if self.kind not in TARGET_KINDS:
-            raise ValueError(f"unknown target kind {self.kind!r}; expected one of {', '.join(TARGET_KINDS)}")
+        check_target_kind(self.kind)
         for name in ("device", "compiler", "flags", "host"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"TargetInfo.{name} must be a string, got {getattr(self, name)!r}")
@@ -144,7 +178,7 @@ class MeasureRecord:
     params: dict[str, Any]
     target: TargetInfo
     config: dict[str, Any]                 # the schedule decisions, not the code
-    status: str                            # one of STATUSES
+    status: Status                         # a Status (its word is accepted and converted)
     config_hash: str = ""
     costs: list[float] = field(default_factory=list)   # seconds per timed repeat
     median_s: float | None = None
@@ -160,7 +194,7 @@ class MeasureRecord:
     run_id: int | None = field(default=None, compare=False)
 
     def __post_init__(self):
-        check_status(self.status)
+        status = check_status(self.status)
         if not isinstance(self.target, TargetInfo):
             raise ValueError(f"MeasureRecord.target must be a TargetInfo, got {self.target!r}")
         for name in ("workload_key", "workload_name"):
@@ -174,13 +208,14 @@ class MeasureRecord:
         if not all(math.isfinite(c) and c >= 0 for c in costs):
             raise ValueError(f"MeasureRecord.costs must be finite non-negative seconds, got {costs!r}")
         median = _optional_float(self.median_s, "MeasureRecord.median_s")
-        if self.status == "ok" and (median is None or median <= 0):
+        if status is Status.OK and (median is None or median <= 0):
             raise ValueError(f"an 'ok' record needs a positive median_s, got {self.median_s!r}")
         if isinstance(self.trial, bool) or not isinstance(self.trial, int) or self.trial < 0:
             raise ValueError(f"MeasureRecord.trial must be a non-negative int, got {self.trial!r}")
         if self.error is not None and not isinstance(self.error, str):
             raise ValueError(f"MeasureRecord.error must be a string or None, got {self.error!r}")
         normalised = {
+            "status": status,
             "costs": costs,
             "median_s": median,
             "spread": _optional_float(self.spread, "MeasureRecord.spread"),

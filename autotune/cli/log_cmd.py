@@ -59,7 +59,7 @@ def log_group():
 
 @log_group.command("workloads")
 @opt.db_option
-@click.option("--target", type=click.Choice(["cpu", "cuda"]), default=None, help="Only records of this target.")
+@click.option("--target", type=opt.TargetKindParam(), default=None, help="Only records of this target kind.")
 def workloads_cmd(db_url, target):
     """List workloads: key, op name, records, best GFLOP/s.
 
@@ -103,7 +103,7 @@ def runs_cmd(db_url, workload):
 @opt.db_option
 @click.argument("workload", metavar="KEY")
 @click.option("-k", "k", type=opt.POSITIVE_INT, default=10, show_default=True, help="How many records.")
-@click.option("--target", type=click.Choice(["cpu", "cuda"]), default=None, help="Only records of this target.")
+@click.option("--target", type=opt.TargetKindParam(), default=None, help="Only records of this target kind.")
 def top_cmd(db_url, workload, k, target):
     """The k fastest records of a workload, fastest first.
 
@@ -170,7 +170,7 @@ def _plot_history(path: str, run, records, curve) -> None:
 @log_group.command("errors")
 @opt.db_option
 @click.option("--workload", "workload", metavar="KEY", default=None, help="Only records of this workload.")
-@click.option("--target", type=click.Choice(["cpu", "cuda"]), default=None, help="Only records of this target.")
+@click.option("--target", type=opt.TargetKindParam(), default=None, help="Only records of this target kind.")
 def errors_cmd(db_url, workload, target):
     """Failed trials by status, with the latest message of each.
 
@@ -267,13 +267,7 @@ def _lowered_text(record, what: str) -> str:
     func = task.lower(Config.from_json(record.config))
     if what == "ir":
         return str(func)
-    if record.target.kind == "cpu":
-        from backends import cpu
+    from backends import backend_for
 
-        return cpu.generate_source(func)
-    try:
-        from backends import cuda
-    except ImportError:
-        raise click.ClickException("this build has no CUDA backend to generate the source with") from None
-    return cuda.generate_source(func)
+    return backend_for(task.target).generate_source(func)
 

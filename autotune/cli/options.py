@@ -95,23 +95,49 @@ def gpu_available() -> bool:
     return cuda_gpu_available()
 
 
-def cuda_tuning_supported() -> bool:
-    """Whether the tuning loop can measure on a GPU. Not yet: the CUDA backend builds,
-    verifies (NVRTC + emulator) and times kernels, but the tuning loop's runner is CPU-only;
-    ``bench/gpu_matmul.py`` tunes on a GPU meanwhile."""
-    return False
+class TargetSpec(click.ParamType):
+    """``auto`` or a target spec of the registry (``cpu``, ``cpu:avx2``, ``cuda:sm_80``, ...)."""
+
+    name = "auto|KIND[:PRESET]"
+
+    def convert(self, value, param, ctx):
+        from schedule.targets import TargetError, parse_target
+
+        if str(value).strip().lower() == "auto":
+            return "auto"
+        try:
+            return str(parse_target(value))
+        except TargetError as exc:
+            self.fail(f"{exc} (or auto)", param, ctx)
+
+
+class TargetKindParam(click.ParamType):
+    """A target kind as the database stores it (``cpu``); a full spec names its kind."""
+
+    name = "KIND"
+
+    def convert(self, value, param, ctx):
+        from tuning_db import check_target_kind
+
+        try:
+            return check_target_kind(str(value).partition(":")[0])
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def choose_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """``auto``: cuda when a GPU is found and the tuning loop can measure on it, else cpu."""
+    """Refuse a target the tuning loop cannot measure on here (``autotune.targets``);
+    ``auto`` is resolved when the run starts, which then says what it picked."""
     if value == "auto":
-        return "cuda" if cuda_tuning_supported() and gpu_available() else "cpu"
-    if value == "cuda" and not gpu_available():
-        raise click.BadParameter("no CUDA GPU found (needs CuPy and an NVIDIA driver: pip install -e '.[cuda]')",
-                                 ctx, param)
-    if value == "cuda" and not cuda_tuning_supported():
-        raise click.BadParameter("tuning on cuda is not supported by the tuning loop yet; "
-                                 "bench/gpu_matmul.py tunes matmul on a GPU", ctx, param)
+        return value
+    from ..targets import measure_problem
+
+    try:
+        problem = measure_problem(value)
+    except ValueError as exc:  # a kind without tuning parts
+        raise click.BadParameter(str(exc), ctx, param) from None
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
     return value
 
 
@@ -125,8 +151,10 @@ def tuning_options(fn: Callable) -> Callable:
     decorators = [
         click.option("--trials", type=POSITIVE_INT, default=1000, show_default=True,
                      help="Measurements to make (with --resume: in total, stored ones included)."),
-        click.option("--target", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
-                     callback=choose_target, help="Device to tune for; auto picks cuda when a GPU is found."),
+        click.option("--target", type=TargetSpec(), default="auto", show_default=True, callback=choose_target,
+                     help="Target to tune for: a kind with an optional preset (cpu, cpu:avx2, cuda:sm_80, ...); "
+                          "auto picks the best one measurable here (cuda when the tuning loop can measure "
+                          "on a GPU found here, else cpu)."),
         click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True,
                      help="Search: XGBoost cost model, genetic, random or grid."),
         db_option,

@@ -49,13 +49,17 @@ def _run_part(result, db) -> str:
     return f", run {result.run_id}" + (f": {new} new, {earlier} stored before" if earlier else "")
 
 
-def summary_lines(task, target, result, db, anchor: dict) -> list[str]:
-    """The end-of-run report: best config, its speed, the anchor's, the database, the time split."""
+def summary_lines(task, target, result, db, anchor: dict, picked: str | None = None) -> list[str]:
+    """The end-of-run report: best config, its speed, the anchor's, the database, the time split.
+
+    ``picked``: how ``--target auto`` chose the target (``autotune.targets.resolve``'s note).
+    """
     history = result.history
     errors = sum(not t.result.ok for t in history)
     lines = [
         f"workload: {task.key}",
-        f"target:   {target.describe()}" + (f", {target.compiler}" if target.compiler else ""),
+        f"target:   {task.target}: {target.describe()}" + (f", {target.compiler}" if target.compiler else ""),
+        *([f"          {picked}"] if picked else []),
         f"trials:   {len(history)} ({errors} failed)" + _run_part(result, db),
         f"database: {db.location}",
     ]
@@ -84,5 +88,5 @@ def summary_lines(task, target, result, db, anchor: dict) -> list[str]:
     return lines
 
 
-def print_summary(task, target, result, db, anchor: dict) -> None:
-    click.echo("\n".join(summary_lines(task, target, result, db, anchor)))
+def print_summary(task, target, result, db, anchor: dict, picked: str | None = None) -> None:
+    click.echo("\n".join(summary_lines(task, target, result, db, anchor, picked)))

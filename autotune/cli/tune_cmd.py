@@ -22,6 +22,7 @@ import te
 from te.ops.elementwise import ELEMENTWISE_OPS
 
 from .. import anchor as anchors
+from .. import targets
 from ..task import Task
 from . import options as opt
 from .report import ProgressBar, print_summary
@@ -146,25 +147,19 @@ def _sigterm_as_interrupt():
 
 
 def measure_anchor(task) -> dict:
-    """The anchor's GFLOP/s (NumPy on cpu, cuBLAS on cuda), or why there is none."""
-    if task.target == "cuda":
-        gflops = anchors.cupy_gflops(task, quiet=True)
-        return dict(name="cuBLAS", gflops=gflops, why="no anchor: no cuBLAS equivalent of this op")
-    fn, why = anchors.numpy_equivalent(task)
-    if fn is None:
-        return dict(why=why)
-    gflops = task.flops / anchors.median_seconds(fn) / 1e9
-    return dict(name="NumPy", gflops=gflops, blas=anchors.describe_blas())
+    """The anchor's GFLOP/s (the target kind's: NumPy on cpu, cuBLAS on cuda), or why there is none."""
+    return targets.parts_for(task.target).anchor.measure(task)
 
 
 def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
                timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
                transfer: bool, anchor: bool, progress: bool | None) -> None:
-    from .. import target_info
     from ..runner import TimingOptions
 
-    task = Task(op, params, target)
-    if anchor and target == "cpu" and anchors.has_numpy_anchor(task) and anchors.blas_overrides_set():
+    chosen, note = targets.resolve(target)  # "auto": the best kind measurable here
+    task = Task(op, params, chosen)
+    wants_clean_blas = targets.parts_for(task.target).anchor.wants_clean_blas(task)
+    if anchor and wants_clean_blas and anchors.blas_overrides_set():
         names = " and ".join(anchors.blas_overrides_set())
         click.echo(f"note: restarting without {names}, which would slow the NumPy anchor", err=True)
         anchors.reexec_without_blas_overrides()
@@ -184,7 +179,7 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
             raise SystemExit(130) from None
         bar.close()
         found = measure_anchor(task) if anchor else dict(why="no anchor: --no-anchor")
-        print_summary(task, target_info.describe(task.target), result, db, found)
+        print_summary(task, targets.describe(task.target), result, db, found, picked=note)
         if result.best is None:
             raise click.ClickException("no trial succeeded; `autotune log errors` shows why")
 

@@ -78,10 +78,25 @@ class Tuner:
         (the tune loop's batch size). ``requested`` by default; the model-guided
         tuner asks for smaller batches while it has few measurements.
 
+    Optional capabilities, declared here with defaults so that the tune loop asks
+    every tuner the same way (never ``hasattr``):
+
+    ``accepts_warm_start`` (class attribute, False)
+        Whether ``warm_start`` uses records of other workloads; the loop extracts
+        their features only for a tuner that says so.
+    ``warm_start(features, costs, groups=None) -> bool``
+        Records of other workloads (features (n, d), costs in seconds, a group id per
+        record): True if they now steer the proposals. Default: ignored, False.
+    ``timings() -> dict``
+        Seconds spent so far, as ``model_s`` (fitting and predicting a model) and
+        ``search_s`` (the tuner's own search). Default: zeros.
+
     Tuners are deterministic under their seed: all randomness comes from ``self.rng``
     (``random.Random(seed)``), never from global state. ``best_config``/``best_cost``
     and ``history`` (config, cost) describe what was measured so far.
     """
+
+    accepts_warm_start = False
 
     def __init__(self, space, seed: int = 0):
         self.space = as_space(space)
@@ -124,6 +139,16 @@ class Tuner:
             if self._visited_valid >= len(self._valid_keys):
                 self._exhausted = True
         return not self._exhausted
+
+    # ------------------------------------------------------------ optional capabilities
+
+    def warm_start(self, features, costs, groups=None) -> bool:
+        """Records of other workloads; this tuner has no use for them (see ``accepts_warm_start``)."""
+        return False
+
+    def timings(self) -> dict[str, float]:
+        """Seconds in a model (``model_s``) and in the search (``search_s``); none here."""
+        return {"model_s": 0.0, "search_s": 0.0}
 
     # ------------------------------------------------------------ for subclasses
 

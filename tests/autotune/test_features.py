@@ -1,7 +1,9 @@
 """Features from the loop IR: shape, determinism, and that they see what schedules change."""
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,3 +193,23 @@ def test_feature_cache_survives_a_config_that_does_not_lower():
     bad = Config(task.space.knobs.sketch, {"nope": 1})
     x = cache.get(task, bad)
     assert cache.failures == 1 and not x.any()
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "features"
+
+
+def test_vectors_match_the_stored_fixture():
+    """Feature vectors are the trained models' input: same order, same values, bit for bit.
+
+    ``cases.json`` names a task and a config per row of ``vectors.npy`` (matmul, conv2d
+    and dense+relu on cpu, matmul and conv2d on cuda), stored before the extraction was
+    split into modules.
+    """
+    stored = json.loads((FIXTURES / "cases.json").read_text())
+    expected = np.load(FIXTURES / "vectors.npy")
+    assert stored["feature_dim"] == F.FEATURE_DIM and expected.shape == (len(stored["cases"]), F.FEATURE_DIM)
+    for case, want in zip(stored["cases"], expected):
+        task = Task(case["workload"], case["params"], case["target"])
+        got = F.extract(task.lower(Config.from_json(json.dumps(case["config"]))))
+        bad = [n for n, a, b in zip(NAMES, got, want) if a != b]
+        assert not bad, f"{case['workload']} on {case['target']}: {bad[:8]}"

@@ -17,7 +17,7 @@ from autotune.builder import LocalBuilder
 from autotune.measure import (
     COMPILE_ERROR, OK, RUNTIME_ERROR, TIMEOUT, WRONG_ANSWER, MeasureInput, MeasureResult,
 )
-from autotune.runner import LocalRunner, TimingOptions, _keep_faster_round
+from autotune.runner import LocalRunner, TimingOptions, _keep_faster_round, measure_in_rounds
 from tuning_db import Database
 
 SIGNATURE = "void kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C)"
@@ -108,16 +108,58 @@ def test_tuning_run_continues_past_every_failure_and_stores_it(task, tmp_path):
         assert all(r.median_s > 0 for r in stored[4:])
 
 
-def test_later_rounds_measure_only_candidates_near_the_best(task):
+class ScriptedMeasurer:
+    """Stands in for the measuring process: candidate i's n-th measurement costs
+    ``costs[i][n]`` seconds (None: a wrong answer); logs (candidate, best_cost) per call."""
+
+    def __init__(self, costs):
+        self.costs = costs
+        self.calls = []
+
+    def __call__(self, i, best_cost):
+        self.calls.append((i, best_cost))
+        cost = self.costs[i][sum(1 for c, _ in self.calls if c == i) - 1]
+        if cost is None:
+            return MeasureResult(WRONG_ANSWER, error="C differs")
+        return MeasureResult(OK, costs=[cost] * 3, run_s=3 * cost)
+
+
+def test_later_rounds_measure_only_candidates_near_the_best():
+    measure = ScriptedMeasurer([[1.0, 0.9, 0.95], [1.5, 1.2, 1.1], [3.0], [1.9, None]])
+    options = TimingOptions(rounds=3, recheck_within=2.0)
+    results = measure_in_rounds(4, measure, options)
+    # Round 1 forward; round 2 backward over those within 2x of the best (not candidate 2: 3.0 > 2 x 1.0);
+    # round 3 forward, after candidate 3 failed its second round.
+    assert [i for i, _ in measure.calls] == [0, 1, 2, 3, 3, 1, 0, 0, 1]
+    assert [r.rounds for r in results] == [3, 3, 1, 2]
+    assert [r.cost for r in results[:3]] == [0.9, 1.1, 3.0]
+    assert results[3].status == WRONG_ANSWER and "later measuring round" in results[3].error
+    # Each call knows the best cost so far: the first round's running best, later the batch's best.
+    assert [b for _, b in measure.calls] == [None, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.9]
+
+
+def test_rounds_start_from_the_best_known_cost_and_skip_failures():
+    measure = ScriptedMeasurer([[None], [5.0, 4.0], [0.5, 0.5]])
+    results = measure_in_rounds(3, measure, TimingOptions(rounds=2, recheck_within=2.0), best_cost=2.0)
+    assert [i for i, _ in measure.calls] == [0, 1, 2, 2]  # 5.0 is over 2x the best (0.5); 0 failed
+    assert [r.rounds for r in results] == [1, 1, 2] and results[0].status == WRONG_ANSWER
+
+
+def test_one_round_measures_each_candidate_once():
+    measure = ScriptedMeasurer([[1.0], [1.0]])
+    measure_in_rounds(2, measure, TimingOptions(rounds=1))
+    assert [i for i, _ in measure.calls] == [0, 1]
+
+
+def test_a_sleeping_kernel_is_timed_through_the_real_runner(task):
     good, slow = distinct_configs(task, 2, seed=2)
     builder = SabotagingBuilder({slow: "slow"}, n_workers=2)
-    builds = builder.build([MeasureInput(task, c) for c in (good, good, slow)])
-    options = TimingOptions(min_time=0.005, rounds=3, recheck_within=20.0)
+    builds = builder.build([MeasureInput(task, c) for c in (good, slow)])
+    options = TimingOptions(min_time=0.005, rounds=1)
     with LocalRunner(timeout=5.0, options=options) as runner:
         results = runner.run(task, builds)
-    assert [r.status for r in results] == [OK] * 3
-    assert [r.rounds for r in results] == [3, 3, 1]  # 40 ms of sleep: far more than 20x a 32^3 matmul
-    assert results[2].cost > 0.04
+    assert [r.status for r in results] == [OK] * 2
+    assert results[1].cost > 0.04  # the kernel sleeps 40 ms: no clock reads less
 
 
 def test_a_later_round_keeps_the_faster_and_a_later_failure_wins():

@@ -8,7 +8,7 @@ import numpy as np
 from autotune import target_info
 from autotune.features import FeatureCache
 from autotune.task import Task
-from autotune.tuners import XGBTuner
+from autotune.tuners import SearchOptions, XGBTuner
 from autotune.cost_model import XGBCostModel
 from autotune.tuning import _warm_start_from_similar, tune
 from tuning_db import Database, MeasureRecord
@@ -49,7 +49,8 @@ def test_records_of_another_shape_steer_the_first_batch(tmp_path):
     task = Task("matmul", dict(M=32, N=32, K=32))
     cache = FeatureCache()
     tuner = XGBTuner(task.space, cache.feature_fn(task), seed=0, model=XGBCostModel(seed=0, nthread=1),
-                     population=32, generations=1, features_many=lambda cs: cache.get_many(task, cs))
+                     options=SearchOptions(population=32, generations=1),
+                     features_many=lambda cs: cache.get_many(task, cs))
     used = _warm_start_from_similar(db, task, target, tuner, cache, limit=1000)
     assert used == 60 and tuner.model.fitted and tuner.fits == 1
     batch = tuner.next_batch(16)  # no measurement of this task yet, but the model is trained

@@ -10,7 +10,7 @@ import pytest
 from autotune.cost_model import XGBCostModel
 from autotune.features import FEATURE_DIM, FeatureCache
 from autotune.task import Task
-from autotune.tuners import GATuner, GridTuner, KnobSpace, RandomTuner, XGBTuner, make_tuner
+from autotune.tuners import GATuner, GridTuner, KnobSpace, RandomTuner, SearchOptions, XGBTuner, make_tuner
 from schedule.config import Knob, KnobSet
 
 # ---------------------------------------------------------------- a synthetic objective
@@ -50,9 +50,10 @@ def index_features(space):
     return lambda config: np.array([k.index(config.values[k.name]) for k in knobs], dtype=np.float32)
 
 
-def _xgb(space, seed, **kw):
-    kw.setdefault("model", XGBCostModel(seed=seed, nthread=1))
-    return XGBTuner(space, index_features(space), seed=seed, **kw)
+def _xgb(space, seed, **options):
+    """An XGBTuner on ``index_features`` with a one-thread model; keywords are SearchOptions."""
+    return XGBTuner(space, index_features(space), seed=seed, options=SearchOptions(**options),
+                    model=XGBCostModel(seed=seed, nthread=1))
 
 
 MAKERS = {
@@ -219,7 +220,7 @@ def test_xgb_with_real_features_on_a_small_matmul():
         return 1e-3 / (1 + tile_j[2]) + 1e-5 * (256 - config.values["C.unroll"])
 
     tuner = make_tuner("xgb", task.space, seed=0, feature_fn=cache.feature_fn(task),
-                       plan_size=8, min_train=8, population=24, generations=1,
+                       options=SearchOptions(plan_size=8, min_train=8, population=24, generations=1),
                        model=XGBCostModel(seed=0, nthread=1))
     batches = _run(tuner, batches=3, batch_size=8, cost=cost)
     assert sum(map(len, batches)) == 24
@@ -271,7 +272,7 @@ def test_xgb_plan_has_a_share_of_neighbours_of_the_fastest_measured():
 
 
 def test_interleave_keeps_the_share_and_drops_duplicates():
-    from autotune.tuners.xgb_tuner import _interleave
+    from autotune.tuners.model_guided import _interleave
 
     space = synthetic_space()
     configs = RandomTuner(space, seed=4).next_batch(12)

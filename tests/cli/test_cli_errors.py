@@ -27,7 +27,7 @@ CASES = {
     "rounds 0": (["matmul", "--rounds", "0"], USAGE, "Invalid value for '--rounds': 0 is not in the range x>=1."),
     "unknown op": (["frobnicate"], USAGE, "No such command 'frobnicate'."),
     "unknown target": (["matmul", "--target", "tpu"], USAGE,
-                       "Invalid value for '--target': 'tpu' is not one of 'auto', 'cpu', 'cuda'."),
+                       "Invalid value for '--target': unknown target 'tpu'; known targets: cpu[:avx2|avx512], cuda"),
     "unknown tuner": (["matmul", "--tuner", "anneal"], USAGE, "Invalid value for '--tuner': 'anneal' is not one of"),
     "bad list": (["softmax", "--shape", "4,x"], USAGE,
                  "Invalid value for '--shape': '4,x' is not a comma-separated list of ints"),

@@ -9,7 +9,7 @@ import numpy as np
 import te
 import schedule
 from autotune.verify import mismatch, reduction_length
-from schedule.gpu_passes import lower_gpu
+from schedule.passes import lower_gpu
 from schedule.space import ConfigSpace, _split_levels
 
 

@@ -1,4 +1,9 @@
-"""The CUDA backend without a GPU: source text, NVRTC compilation, candidate statuses."""
+"""The CUDA backend without a GPU: source text, NVRTC compilation, candidate statuses.
+
+Statuses come from ``autotune.builder.LocalBuilder`` on cuda tasks: it builds through the
+target's backend (``backends.backend_for``), which raises typed errors the builder maps.
+``HandBuilder`` builds a hand-made schedule in place of each config's.
+"""
 from __future__ import annotations
 
 import subprocess
@@ -7,14 +12,40 @@ import textwrap
 
 import pytest
 
+import random
+
 import te
 import schedule
-from backends import cuda, nvrtc
-from schedule.gpu_passes import GPULimits, lower_gpu
+from autotune import Task
+from autotune.builder import LocalBuilder
+from autotune.measure import MeasureInput
+from backends import BuildError, ResourceLimitError, backend_for, cuda, nvrtc
+from schedule.passes import lower_gpu
+from schedule.targets import parse_target
 
 from gpu_helpers import gpu_matmul
 
 needs_nvrtc = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC not installed (pip install -e '.[cuda]')")
+
+
+class HandBuilder(LocalBuilder):
+    """Builds the schedule ``(s, args)`` given to it, whatever the config (the task's target decides
+    the backend): lets a hand-made schedule go through the builder's error mapping."""
+
+    def __init__(self, s, args, **kw):
+        super().__init__(n_workers=1, **kw)
+        self.s, self.args = s, args
+
+    def source(self, inp):
+        return self.backend(inp.task.target).generate_source(schedule.lower(self.s, self.args))
+
+
+def _build(s, args, target="cuda"):
+    """(status, error) of building ``(s, args)`` for ``target`` with the builder."""
+    task = Task("matmul", dict(M=64, N=64, K=64), target=target)
+    config = task.space.sample(random.Random(0))
+    result = HandBuilder(s, args).build([MeasureInput(task, config)])[0]
+    return result.status, result.error
 
 
 def _source(s, args):
@@ -139,19 +170,34 @@ def test_ptxas_log_parsing():
 @needs_nvrtc
 def test_candidate_statuses():
     s, args = gpu_matmul(64, 64, 64)
-    assert cuda.build_cuda_candidate(s, args) == ("ok", None)
-    status, error = cuda.build_cuda_candidate(*gpu_matmul(64, 64, 64), limits=GPULimits(max_shared_bytes=1024))
+    assert _build(s, args) == ("ok", None)
+    small = parse_target("cuda").with_facts(shared_bytes_per_block=1024)
+    status, error = _build(*gpu_matmul(64, 64, 64), target=small)
     assert status == "invalid" and "shared memory" in error
     # 2048 threads per block: lowering is fine, the launch is not.
-    status, error = cuda.build_cuda_candidate(*gpu_matmul(256, 256, 8, vthread=1, threads=64, s3=1, s4=1, r1=1, r2=8))
+    status, error = _build(*gpu_matmul(256, 256, 8, vthread=1, threads=64, s3=1, s4=1, r1=1, r2=8))
     assert status == "invalid" and "threads per block" in error
     # A schedule lowering rejects is a compile error, not an exception.
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] + 1, name="B")
     s = schedule.create_schedule(B)
     s[B].parallel(B.op.axis[0])
-    status, error = cuda.build_cuda_candidate(s, [A, B])
+    status, error = _build(s, [A, B])
     assert status == "compile_error" and "parallel" in error
+    with pytest.raises((BuildError, cuda.GPUError), match="parallel"):  # the typed error behind it
+        backend_for("cuda").generate_source(schedule.lower(s, [A, B]))
+
+
+@needs_nvrtc
+def test_builder_builds_configs_of_a_cuda_task_with_nvrtc():
+    task = Task("matmul", dict(M=64, N=64, K=64), target="cuda:sm_80")
+    rng = random.Random(1)
+    configs = [task.space.sample(rng) for _ in range(3)]
+    results = LocalBuilder(n_workers=2).build([MeasureInput(task, c) for c in configs])
+    assert [r.status for r in results] == ["ok"] * 3, [r.error for r in results]
+    cubin = open(results[0].artifact, "rb").read()
+    assert cubin[:4] == b"\x7fELF"  # a CUBIN for the preset's architecture, in the compile cache
+    assert backend_for(task.target).describe().flags.startswith("--gpu-architecture=sm_80")
 
 
 @needs_nvrtc
@@ -164,8 +210,11 @@ def test_ptxas_shared_memory_overrun_is_invalid():
     assert "too much shared data" in info.value.log
     # A schedule past the hardware's 48 KB that our (raised) limit lets through: ptxas says no.
     s, args = gpu_matmul(128, 128, 128, vthread=1, threads=16, s3=2, s4=2, r1=8, r2=16)
-    status, error = cuda.build_cuda_candidate(s, args, limits=GPULimits(max_shared_bytes=1 << 20))
+    raised = parse_target("cuda").with_facts(shared_bytes_per_block=1 << 20)
+    status, error = _build(s, args, target=raised)
     assert status == "invalid" and "too much shared data" in error
+    with pytest.raises(ResourceLimitError):
+        backend_for(raised).compile_source(_source(s, args))
 
 
 @needs_nvrtc
@@ -175,4 +224,4 @@ def test_two_dimensional_blocks_compile():
     s, args = gpu_matmul_2d(37, 29, 19)
     src = _source(s, args)
     assert "(int32_t)threadIdx.y;" in src and "(int32_t)blockIdx.y;" in src
-    assert cuda.build_cuda_candidate(s, args) == ("ok", None)
+    assert _build(s, args) == ("ok", None)

@@ -9,7 +9,7 @@ import pytest
 import te
 import schedule
 from schedule import ir
-from schedule.gpu_passes import lower_gpu
+from schedule.passes import lower_gpu
 from schedule.ir import Barrier, IfThenElse
 from backends import emulator
 from backends.emulator import EmulationError, EmulationFault
@@ -151,7 +151,7 @@ def test_two_dimensional_blocks(shape):
 def test_vthread_that_cannot_be_injected_stays_a_serial_loop():
     # A virtual thread writing shared memory at its own index cannot run its other
     # statements once for all: the loop stays serial (correct, without the reuse).
-    from schedule.gpu_passes import inject_virtual_threads
+    from schedule.passes import inject_virtual_threads
 
     v = te.var("v")
     sh = ir.Buffer("S", (4,), "float32", "shared")

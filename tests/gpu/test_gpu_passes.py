@@ -6,7 +6,7 @@ import pytest
 import te
 import schedule
 from schedule import ir
-from schedule.gpu_passes import (
+from schedule.passes import (
     GPUError, GPUKernel, constant_trip_loops, insert_barriers, lower_gpu, missing_barriers, verify_kernel,
 )
 from schedule.ir import Allocate, Barrier, BufferStore, For

@@ -8,7 +8,7 @@ import pytest
 
 import te
 from schedule.config import Config, ConfigError
-from schedule.gpu_passes import GPULimits
+from schedule.passes import GPULimits
 from schedule.space import ConfigSpace
 from schedule.space_gpu import SKETCH_VERSION, GPUConfigSpace
 from backends import nvrtc
@@ -88,15 +88,16 @@ def test_cpu_configs_do_not_fit_the_cuda_space():
     assert reason is not None and "sketch" in reason
 
 
-def _config(space, **overrides):
-    values = dict(space.sample(random.Random(0)).values)
-    values.update(overrides)
-    return Config(space.knobs.sketch, values)
+def _config(space, tiles: dict, reduce_tiles: dict | None = None) -> Config:
+    """A sampled config of ``space`` with the tiles of stage C replaced (axis name -> sizes)."""
+    decisions = space.decisions(space.sample(random.Random(0)))
+    c = decisions["C"].with_tiles(**tiles).with_reduce_tiles(**(reduce_tiles or {}))
+    return decisions.replace(c).to_config()
 
 
 def test_check_refuses_too_many_threads():
     space = _space("matmul", M=2048, N=2048, K=64)
-    config = _config(space, **{"C.tile.i": (1, 64, 1, 1), "C.tile.j": (1, 32, 1, 1)})
+    config = _config(space, dict(i=(1, 64, 1, 1), j=(1, 32, 1, 1)))
     reason = space.check(config)
     assert reason is not None and "2048 threads per block exceed 1024" in reason
     with pytest.raises(ConfigError):
@@ -105,7 +106,7 @@ def test_check_refuses_too_many_threads():
 
 def test_check_refuses_too_much_shared_memory():
     space = _space("matmul", M=512, N=512, K=512)
-    config = _config(space, **{"C.tile.i": (1, 16, 4, 4), "C.tile.j": (1, 16, 4, 4), "C.rtile.k": (8, 16)})
+    config = _config(space, dict(i=(1, 16, 4, 4), j=(1, 16, 4, 4)), dict(k=(8, 16)))
     # A: 256 x 128 floats, B: 128 x 256 floats = 256 KB.
     reason = space.check(config)
     assert reason is not None and "262144 bytes of shared memory" in reason
@@ -115,9 +116,9 @@ def test_check_refuses_too_much_shared_memory():
 
 def test_check_refuses_too_many_accumulators_and_vthreads():
     space = _space("matmul", M=4096, N=512, K=64)
-    big = _config(space, **{"C.tile.i": (1, 8, 16, 16), "C.tile.j": (1, 8, 1, 2)})
+    big = _config(space, dict(i=(1, 8, 16, 16), j=(1, 8, 1, 2)))
     assert "accumulators per thread" in space.check(big)
-    many = _config(space, **{"C.tile.i": (4, 8, 1, 1), "C.tile.j": (4, 8, 1, 1)})
+    many = _config(space, dict(i=(4, 8, 1, 1), j=(4, 8, 1, 1)))
     assert "virtual threads" in space.check(many)
 
 

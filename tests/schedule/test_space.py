@@ -1,6 +1,7 @@
 """The schedule space: sampled configs build and match the reference, replay exactly."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -20,6 +21,7 @@ from autotune.verify import mismatch, reduction_length
 from backends import cpu
 from schedule import ir
 from schedule.config import Config, ConfigError
+from schedule.decisions import AT_OUTER
 from schedule.space import factor_candidates
 
 # Small odd shapes: no split factor divides them, so every tail path is exercised.
@@ -151,11 +153,12 @@ def test_space_size_description_and_validity():
     assert "C:" in space.describe_config(config)
     # A local tile far beyond the limit is refused before any build.
     large = Task("matmul", dict(M=1024, N=1024, K=1024)).space
-    big = dict(large.sample(random.Random(0)).values,
-               **{"C.tile.i": (64, 1, 16), "C.tile.j": (16, 1, 64), "C.at": "a"})
-    assert "local tile" in large.check(Config(config.sketch, big))
+    decisions = large.decisions(large.sample(random.Random(0)))
+    tiled = dataclasses.replace(decisions["C"].with_tiles(i=(64, 1, 16), j=(16, 1, 64)), at=AT_OUTER)
+    big = decisions.replace(tiled).to_config()
+    assert "local tile" in large.check(big)
     with pytest.raises(ConfigError, match="invalid config"):
-        large.apply(Config(config.sketch, big))
+        large.apply(big)
     # Unknown or missing knobs are reported, not ignored.
     assert "missing" in space.check(Config(config.sketch, {"C.at": "a"}))
 

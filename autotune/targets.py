@@ -1,0 +1,158 @@
+"""What tuning needs per target kind: the runner, the anchor, the stored description,
+and whether the tuning loop can measure on it here.
+
+    parts = parts_for("cpu")                  # or a Target; AutotuneParts of its kind
+    runner = make_runner(task.target, timeout=10.0)
+    info = describe(task.target)              # tuning_db.TargetInfo stored with each record
+    target, note = resolve("auto")            # the kind measured here, and why not the others
+    require_measurable(task.target)           # MeasureUnavailable with the reason, if not
+
+The schedule side of a kind (facts, presets, space class) is ``schedule.targets``; the
+code generator and compiler are ``backends.backend_for``; this module holds the rest, so
+a new kind is one more ``register_autotune_parts`` call, not a branch in the tuner or the
+command line. Built in:
+
+    cpu   LocalRunner (a measuring process), NumPy anchor, always measurable
+    cuda  CudaRunner (refuses: GPU measuring in the tuning loop is not built yet), cuBLAS
+          anchor; not measurable here (no GPU) or not yet (a GPU)
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Callable
+
+from schedule.targets import Target, TargetError, parse_target
+
+#: The pseudo-target of the command line: the best kind measurable here.
+AUTO = "auto"
+
+
+class MeasureUnavailable(RuntimeError):
+    """The tuning loop cannot measure on this target here (the message says why)."""
+
+
+@dataclass(frozen=True)
+class AutotuneParts:
+    """One kind's tuning parts.
+
+    ``make_runner(timeout=, options=, seed=)`` makes its ``measure.Runner``; ``anchor``
+    measures the reference library (``anchor.NumpyAnchor``-like: ``name``,
+    ``measure(task) -> dict``, ``wants_clean_blas(task)``); ``measure_problem(target)``
+    says why the tuning loop cannot measure on it here (None: it can); ``describe``
+    gives the ``tuning_db.TargetInfo`` stored with records; ``auto_rank`` orders the
+    kinds ``auto`` tries (highest first; None: never picked by ``auto``).
+    """
+
+    kind: str
+    make_runner: Callable
+    anchor: object
+    measure_problem: Callable[[Target], str | None]
+    describe: Callable[[Target], object] = None  # type: ignore[assignment]  (None: describe_with_backend)
+    auto_rank: int | None = None
+
+
+def describe_with_backend(target: Target):
+    """TargetInfo from the backend's description (device, compiler, flags) and this host."""
+    from backends import backend_for
+    from tuning_db import TargetInfo
+
+    info = backend_for(target).describe()
+    return TargetInfo(target.kind, info.device, info.compiler, info.flags, platform.node())
+
+
+_PARTS: dict[str, AutotuneParts] = {}
+
+
+def register_autotune_parts(parts: AutotuneParts, *, override: bool = False) -> AutotuneParts:
+    if parts.kind in _PARTS and _PARTS[parts.kind] is not parts and not override:
+        raise TargetError(f"autotune parts for target kind {parts.kind!r} are already registered "
+                          f"(pass override=True)")
+    _PARTS[parts.kind] = parts
+    return parts
+
+
+def parts_for(target: "str | Target") -> AutotuneParts:
+    target = parse_target(target)
+    parts = _PARTS.get(target.kind)
+    if parts is None:
+        raise TargetError(f"target kind {target.kind!r} has no tuning parts registered "
+                          f"(autotune.targets has: {', '.join(_PARTS) or 'none'})")
+    return parts
+
+
+def describe(target: "str | Target"):
+    """The ``tuning_db.TargetInfo`` of ``target`` on this machine."""
+    target = parse_target(target)
+    parts = parts_for(target)
+    return (parts.describe or describe_with_backend)(target)
+
+
+def make_runner(target: "str | Target", timeout: float = 10.0, options=None, seed: int = 0):
+    """The runner that measures ``target``'s kind."""
+    return parts_for(target).make_runner(timeout=timeout, options=options, seed=seed)
+
+
+def measure_problem(target: "str | Target") -> str | None:
+    """Why the tuning loop cannot measure on ``target`` here, or None."""
+    target = parse_target(target)
+    return parts_for(target).measure_problem(target)
+
+
+def require_measurable(target: "str | Target") -> None:
+    problem = measure_problem(target)
+    if problem is not None:
+        raise MeasureUnavailable(f"cannot measure on {target}: {problem}")
+
+
+def resolve(spec: "str | Target") -> tuple[Target, str | None]:
+    """(target, note): ``spec`` parsed, or for ``auto`` the highest-ranked measurable kind and
+    a note saying which was picked and why the better-ranked ones were not."""
+    if not (isinstance(spec, str) and spec.strip().lower() == AUTO):
+        return parse_target(spec), None
+    skipped = []
+    for parts in sorted((p for p in _PARTS.values() if p.auto_rank is not None), key=lambda p: -p.auto_rank):
+        target = parse_target(parts.kind)
+        problem = parts.measure_problem(target)
+        if problem is None:
+            why = f" ({'; '.join(skipped)})" if skipped else ""
+            return target, f"target auto: {target}{why}"
+        skipped.append(f"not {parts.kind}: {problem}")
+    raise MeasureUnavailable(f"target auto: no target can be measured here ({'; '.join(skipped)})")
+
+
+# ---------------------------------------------------------------- the built-in kinds
+
+
+def _local_runner(timeout: float = 10.0, options=None, seed: int = 0):
+    from .runner import LocalRunner
+
+    return LocalRunner(timeout=timeout, options=options, seed=seed)
+
+
+def _cuda_runner(timeout: float = 10.0, options=None, seed: int = 0):
+    from .runner_cuda import CudaRunner
+
+    return CudaRunner(timeout=timeout, options=options, seed=seed)
+
+
+def _always(target: Target) -> None:
+    return None
+
+
+def _cuda_problem(target: Target) -> str | None:
+    from backends.cuda import gpu_available
+
+    if not gpu_available():
+        return "no CUDA GPU found (needs CuPy and an NVIDIA driver: pip install -e '.[cuda]')"
+    return "tuning on cuda is not supported by the tuning loop yet; bench/gpu_matmul.py tunes matmul on a GPU"
+
+
+def _register_builtins() -> None:
+    from .anchor import CublasAnchor, NumpyAnchor
+
+    register_autotune_parts(AutotuneParts("cpu", _local_runner, NumpyAnchor(), _always, auto_rank=0))
+    register_autotune_parts(AutotuneParts("cuda", _cuda_runner, CublasAnchor(), _cuda_problem, auto_rank=10))
+
+
+_register_builtins()

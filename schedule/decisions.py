@@ -1,0 +1,352 @@
+"""Typed schedule decisions and the one codec between them and a config's knob values.
+
+A ``Config`` stores its decisions as a flat dict of JSON values under string keys
+(``"C.tile.i": [4, 2, 1]``, ``"C.at": "b"``); that dict is what the tuning database
+stores and hashes, so its spelling is a file format. This module is the only place the
+format is spelled. Everything else reads typed, frozen decisions:
+
+    decisions = space.decisions(config)   # ScheduleDecisions: the sketch, one entry per stage
+    c = decisions["C"]                    # MultiLevelDecisions(stage="C", tiles=..., at="b", ...)
+    c.tile("i").sizes, c.at, c.unroll     # (4, 2, 1), "b", 256
+    decisions.to_config() == config       # the same Config, byte for byte
+    decisions.replace(c.with_tiles(i=(8, 1, 1))).to_config()   # an edited config
+
+Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an axis name):
+
+    <stage>.tile.<axis>     TileDecision of one spatial axis (CPU simple: one number; else a list)
+    <stage>.rtile.<axis>    ReduceTileDecision of one reduce axis (CPU: one number; GPU: a list)
+    <stage>.at              CPU multi-level: compute location, AT_OUTER ("a") or AT_BLOCK ("b")
+    <stage>.parallel        CPU: how many outer loops fuse into the parallel loop
+    <stage>.unroll          unroll budget
+    <stage>.pack            CPU multi-level: the input name packed into a local tile, or PACK_NONE
+    <stage>.order           CPU simple reduction: REDUCE_INNER or REDUCE_OUTER
+    <stage>.threads         GPU simple: threads per block
+
+One ``StageCodec`` per (target, role) lists its decisions as ``_Field``s, in knob order;
+from that single list it builds the knobs (the space supplies the candidates), decodes a
+config's values into the role's decisions class and encodes them back. Decoding reads
+values; whether they are candidates is ``KnobSet.check``'s job.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+from .config import Config, ConfigError, Knob
+from .sketch import MULTI_LEVEL, SIMPLE
+
+#: CPU multi-level compute locations: at the owner's last outer (parallel) loop, or its last cache-block loop.
+AT_OUTER = "a"
+AT_BLOCK = "b"
+#: CPU multi-level packing: no input copied into a local tile.
+PACK_NONE = "none"
+#: CPU simple reductions: reduction loops inside the spatial tile, or outside it.
+REDUCE_INNER = "reduce_inner"
+REDUCE_OUTER = "reduce_outer"
+
+# What one field of a decisions class ranges over.
+_ONE = "one"  # a single knob
+_AXIS = "axis"  # one knob per spatial axis of the stage
+_REDUCE_AXIS = "reduce_axis"  # one knob per reduce axis of the stage
+
+
+# ---------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class _LevelSizes:
+    """Sizes of the inner loop levels of one axis, outermost first; the outermost loop
+    (not listed) covers what is left of the extent. Indexable like the stored tuple."""
+
+    axis: str
+    sizes: tuple[int, ...]
+
+    def __getitem__(self, level: int) -> int:
+        return self.sizes[level]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.sizes)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def product(self) -> int:
+        """Elements one tile of all the listed levels covers."""
+        n = 1
+        for x in self.sizes:
+            n *= x
+        return n
+
+    def __str__(self) -> str:
+        return "x".join(map(str, self.sizes))
+
+
+@dataclass(frozen=True)
+class TileDecision(_LevelSizes):
+    """Tile sizes of one spatial axis. CPU multi-level: (b, S2, S3); CPU simple: (inner,);
+    GPU multi-level: (vthread, threads, S3, S4)."""
+
+
+@dataclass(frozen=True)
+class ReduceTileDecision(_LevelSizes):
+    """Tile sizes of one reduce axis. CPU multi-level: (R1,); GPU multi-level: (R1, R2)."""
+
+
+@dataclass(frozen=True)
+class StageDecisions:
+    """The decisions of one stage; ``stage`` is its unique name in the space."""
+
+    stage: str
+
+    def encode(self) -> dict[str, Any]:
+        """The knob values of these decisions, as a ``Config`` stores them."""
+        return _CODEC_OF[type(self)].encode(self)
+
+    def tile(self, axis: str) -> TileDecision:
+        """The tile of spatial axis ``axis`` (by name)."""
+        return _by_axis(getattr(self, "tiles", ()), axis, self.stage)
+
+    def reduce_tile(self, axis: str) -> ReduceTileDecision:
+        """The tile of reduce axis ``axis`` (by name)."""
+        return _by_axis(getattr(self, "reduce_tiles", ()), axis, self.stage)
+
+    def with_tiles(self, **sizes: Sequence[int]) -> "StageDecisions":
+        """A copy with the tiles of the named spatial axes replaced by ``sizes``."""
+        return dataclasses.replace(self, tiles=_replaced(self.tiles, sizes, self.stage))
+
+    def with_reduce_tiles(self, **sizes: Sequence[int]) -> "StageDecisions":
+        """A copy with the tiles of the named reduce axes replaced by ``sizes``."""
+        return dataclasses.replace(self, reduce_tiles=_replaced(self.reduce_tiles, sizes, self.stage))
+
+
+@dataclass(frozen=True)
+class MultiLevelDecisions(StageDecisions):
+    """CPU multi-level tiling ("SSRSRS"): per-axis tiles, inner reduction tiles, where the
+    tile is computed in its owner, outer loops run in parallel, unroll budget, packing."""
+
+    tiles: tuple[TileDecision, ...]
+    reduce_tiles: tuple[ReduceTileDecision, ...]
+    at: str
+    parallel: int
+    unroll: int
+    pack: str
+
+
+@dataclass(frozen=True)
+class SimpleDecisions(StageDecisions):
+    """CPU simple stage: inner tile per spatial axis, outer loops run in parallel, and for
+    a reduction where its loops go (``order``; None for an element-wise stage)."""
+
+    tiles: tuple[TileDecision, ...]
+    parallel: int
+    order: str | None
+
+
+@dataclass(frozen=True)
+class GPUMultiLevelDecisions(StageDecisions):
+    """CUDA multi-level tiling ("SSSRRSRS"): per-axis (vthread, threads, S3, S4), per
+    reduce axis (R1, R2), unroll budget."""
+
+    tiles: tuple[TileDecision, ...]
+    reduce_tiles: tuple[ReduceTileDecision, ...]
+    unroll: int
+
+
+@dataclass(frozen=True)
+class GPUSimpleDecisions(StageDecisions):
+    """CUDA simple stage: threads per block (all spatial axes fused)."""
+
+    threads: int
+
+
+@dataclass(frozen=True)
+class ScheduleDecisions:
+    """The decisions of every stage of one config that has any, in sketch order."""
+
+    sketch: str
+    stages: tuple[StageDecisions, ...]
+
+    def __getitem__(self, stage: str) -> StageDecisions:
+        for d in self.stages:
+            if d.stage == stage:
+                return d
+        raise KeyError(stage)
+
+    def __iter__(self) -> Iterator[StageDecisions]:
+        return iter(self.stages)
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def replace(self, decisions: StageDecisions) -> "ScheduleDecisions":
+        """A copy with the decisions of ``decisions.stage`` replaced."""
+        self[decisions.stage]  # KeyError for a stage that is not here
+        return ScheduleDecisions(self.sketch, tuple(decisions if d.stage == decisions.stage else d
+                                                    for d in self.stages))
+
+    def to_config(self) -> Config:
+        values: dict[str, Any] = {}
+        for d in self.stages:
+            values.update(d.encode())
+        return Config(self.sketch, values)
+
+
+def _by_axis(items, axis: str, stage: str):
+    for item in items:
+        if item.axis == axis:
+            return item
+    raise KeyError(f"{stage} has no tile for axis {axis!r}")
+
+
+def _replaced(items: tuple, sizes: dict, stage: str) -> tuple:
+    unknown = set(sizes) - {item.axis for item in items}
+    if unknown:
+        raise KeyError(f"{stage} has no tile for axes {sorted(unknown)}")
+    return tuple(dataclasses.replace(item, sizes=tuple(sizes[item.axis])) if item.axis in sizes else item
+                 for item in items)
+
+
+# ---------------------------------------------------------------- the codec
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One decision of a role: the attribute of its decisions class, its knob key and doc.
+
+    ``over``: one knob (``_ONE``), or one per spatial / reduce axis. ``scalar``: a per-axis
+    decision with one level, stored as a plain number rather than a list. ``optional`` (single
+    knobs only): absent from stages that do not have it (its attribute is then None).
+    """
+
+    attr: str
+    key: str
+    doc: str
+    over: str = _ONE
+    scalar: bool = False
+    optional: bool = False
+
+    def names(self, stage: str, op) -> list[tuple[str, str | None]]:
+        """(knob name, axis name or None) of each knob of this field, in order."""
+        if self.over == _ONE:
+            return [(f"{stage}.{self.key}", None)]
+        axes = op.axis if self.over == _AXIS else op.reduce_axis
+        return [(f"{stage}.{self.key}.{iv.name}", iv.name) for iv in axes]
+
+    def decode(self, names: Sequence[tuple[str, str | None]], values: Mapping[str, Any]):
+        """The value of this field from its knobs ``names`` (``self.names(...)``) in ``values``."""
+        try:
+            if self.over == _ONE:
+                name = names[0][0]
+                return None if self.optional and name not in values else values[name]
+            kind = TileDecision if self.over == _AXIS else ReduceTileDecision
+            if self.scalar:
+                return tuple([kind(axis, (values[name],)) for name, axis in names])
+            return tuple([kind(axis, tuple(values[name])) for name, axis in names])
+        except KeyError as exc:
+            raise ConfigError(f"config has no value for knob {exc.args[0]!r}") from None
+
+    def encode(self, stage: str, value) -> dict[str, Any]:
+        if value is None and self.optional:
+            return {}
+        if self.over == _ONE:
+            return {f"{stage}.{self.key}": value}
+        out = {}
+        for level in value:
+            if self.scalar and len(level.sizes) != 1:
+                raise ConfigError(f"{stage}.{self.key}.{level.axis}: one level expected, got {level.sizes}")
+            out[f"{stage}.{self.key}.{level.axis}"] = level.sizes[0] if self.scalar else tuple(level.sizes)
+        return out
+
+
+@dataclass(frozen=True)
+class StageCodec:
+    """Knobs <-> decisions of one role on one target (``decisions``: its class)."""
+
+    decisions: type
+    fields: tuple[_Field, ...]
+
+    def knobs(self, stage: str, op, **candidates) -> list[Knob]:
+        """The knobs of ``op`` (named ``stage``), in field order.
+
+        ``candidates`` maps each field's attribute to its candidates: a tuple of values
+        for a single knob, a sequence of tuples (one per axis, in ``op``'s axis order)
+        for a per-axis field; None leaves an optional field out.
+        """
+        knobs: list[Knob] = []
+        for f in self.fields:
+            cands = candidates[f.attr]
+            if cands is None and f.optional:
+                continue
+            names = f.names(stage, op)
+            per_knob = [cands] if f.over == _ONE else list(cands)
+            if len(per_knob) != len(names):
+                raise ValueError(f"{stage}.{f.key}: {len(per_knob)} candidate lists for {len(names)} axes")
+            knobs.extend(Knob(name, tuple(c), f.doc) for (name, _), c in zip(names, per_knob))
+        return knobs
+
+    def bind(self, stage: str, op) -> "StageLayout":
+        """This codec for ``op`` named ``stage``, its knob names worked out once."""
+        return StageLayout(self, stage, tuple((f, tuple(f.names(stage, op))) for f in self.fields))
+
+    def decode(self, stage: str, op, values: Mapping[str, Any]) -> StageDecisions:
+        """The decisions of ``op`` (named ``stage``) in a config's ``values``."""
+        return self.bind(stage, op).decode(values)
+
+    def encode(self, decisions: StageDecisions) -> dict[str, Any]:
+        """The knob values of ``decisions``: ``decode``'s inverse."""
+        values: dict[str, Any] = {}
+        for f in self.fields:
+            values.update(f.encode(decisions.stage, getattr(decisions, f.attr)))
+        return values
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """A codec bound to one stage of one space (a space decodes every config it checks)."""
+
+    codec: StageCodec
+    stage: str
+    fields: tuple[tuple[_Field, tuple[tuple[str, str | None], ...]], ...]  # each field with its knob names
+
+    def decode(self, values: Mapping[str, Any]) -> StageDecisions:
+        return self.codec.decisions(self.stage, **{f.attr: f.decode(names, values) for f, names in self.fields})
+
+
+_UNROLL = _Field("unroll", "unroll", "unroll budget for the innermost loops")
+
+CPU_MULTI_LEVEL = StageCodec(MultiLevelDecisions, (
+    _Field("tiles", "tile", "tile sizes (b, S2, S3) of this spatial axis; the rest is the outer a level", _AXIS),
+    _Field("reduce_tiles", "rtile", "inner reduction tile R1 of this reduce axis", _REDUCE_AXIS, scalar=True),
+    _Field("at", "at", "loop level of the owner where the tile is computed"),
+    _Field("parallel", "parallel", "outer a-level loops fused into the parallel loop"),
+    _UNROLL,
+    _Field("pack", "pack", "input copied into a contiguous local tile at the outer reduction loop (packing)"),
+))
+CPU_SIMPLE = StageCodec(SimpleDecisions, (
+    _Field("tiles", "tile", "inner split of this spatial axis (the last one is vectorized)", _AXIS, scalar=True),
+    _Field("parallel", "parallel", "outer loops fused into the parallel loop"),
+    _Field("order", "order", "reduction loops inside the spatial tile, or outside it (then the tile vectorizes)",
+           optional=True),
+))
+GPU_MULTI_LEVEL = StageCodec(GPUMultiLevelDecisions, (
+    _Field("tiles", "tile", "(vthread, threads, S3, S4) of this spatial axis; blocks cover the rest", _AXIS),
+    _Field("reduce_tiles", "rtile",
+           "(R1, R2) of this reduce axis; the shared tile covers R1*R2, R0 loops over the rest", _REDUCE_AXIS),
+    _UNROLL,
+))
+GPU_SIMPLE = StageCodec(GPUSimpleDecisions, (
+    _Field("threads", "threads", "threads per block (all spatial axes fused)"),
+))
+
+#: role -> codec of each target's sketch.
+CPU_CODECS: Mapping[str, StageCodec] = {MULTI_LEVEL: CPU_MULTI_LEVEL, SIMPLE: CPU_SIMPLE}
+GPU_CODECS: Mapping[str, StageCodec] = {MULTI_LEVEL: GPU_MULTI_LEVEL, SIMPLE: GPU_SIMPLE}
+
+_CODEC_OF: dict[type, StageCodec] = {c.decisions: c for c in (CPU_MULTI_LEVEL, CPU_SIMPLE, GPU_MULTI_LEVEL, GPU_SIMPLE)}
+
+
+def decode_config(config: Config, layouts: Sequence[StageLayout]) -> ScheduleDecisions:
+    """The decisions of the stages of ``layouts`` (in that order) in ``config``."""
+    return ScheduleDecisions(config.sketch, tuple(layout.decode(config.values) for layout in layouts))

@@ -1,0 +1,164 @@
+"""The ``cpu`` target kind: facts of the host CPU (ISA, vector width, cores, caches, flags).
+
+    parse_target("cpu")          # detected here: /proc/cpuinfo flags, affinity, sysfs caches
+    parse_target("cpu:avx2")     # the avx2 preset: 256-bit vectors, -mavx2 -mfma
+    parse_target("cpu:avx512")   # the avx512 preset: 512-bit vectors, -mavx512f ...
+
+Plain ``cpu`` compiles with ``-march=native`` (the code runs on this CPU model only; the
+tuning records say which model). A preset replaces the detected ISA, vector width and
+ISA flags, and keeps the detected cores, caches and model name: it says what code to
+generate, not which machine runs it. ``detect_cpu_facts`` takes the texts it parses as
+arguments, so it can be checked against any machine's ``/proc/cpuinfo``.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from .base import TargetKind, register_target_kind
+
+CPUINFO = "/proc/cpuinfo"
+CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
+#: Cache sizes assumed where sysfs does not say (typical of a recent x86 server core).
+FALLBACK_CACHES = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
+
+#: ISA name -> (vector bits, compiler flags of its preset), most capable first. ``detect``
+#: picks the first whose cpuinfo flags are all present.
+ISAS = {
+    "avx512": (512, ("avx512f", "avx512bw", "avx512dq", "avx512vl"),
+               ("-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma")),
+    "avx2": (256, ("avx2", "fma"), ("-mavx2", "-mfma")),
+    "avx": (256, ("avx",), ("-mavx",)),
+    "sse": (128, ("sse2",), ("-msse2",)),
+}
+GENERIC_ISA = ("generic", 128)
+#: Flags of a CPU target built for the machine it runs on (the default, unchanged).
+NATIVE_FLAGS = ("-march=native",)
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What the CPU backend and space may know about a CPU."""
+
+    isa: str                   # "avx512", "avx2", "avx", "sse" or "generic"
+    vector_bits: int           # widest SIMD register
+    cores: int                 # cores this process may use
+    l1d_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    isa_flags: tuple[str, ...]  # compiler flags selecting the ISA, e.g. ("-march=native",)
+    model: str = ""            # the CPU's model name
+
+    is_gpu: ClassVar[bool] = False
+
+    @property
+    def vector_bytes(self) -> int:
+        return self.vector_bits // 8
+
+
+def _cpuinfo_field(text: str, names: tuple[str, ...]) -> str:
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in names:
+            return value.strip()
+    return ""
+
+
+def _isa_of(flags: set[str]) -> tuple[str, int]:
+    for name, (bits, required, _) in ISAS.items():
+        if all(f in flags for f in required):
+            return name, bits
+    return GENERIC_ISA
+
+
+def _size_bytes(text: str) -> int:
+    text = text.strip().upper()
+    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(text[-1:], 1)
+    return int(text.rstrip("KMG") or 0) * mult
+
+
+def read_caches(cache_dir: str = CACHE_DIR) -> dict[str, int]:
+    """{"l1d", "l2", "l3"} -> bytes from sysfs ``index*/{level,type,size}``; fallbacks where absent."""
+    found: dict[str, int] = {}
+    try:
+        entries = sorted(os.listdir(cache_dir))
+    except OSError:
+        entries = []
+    for entry in entries:
+        path = os.path.join(cache_dir, entry)
+        try:
+            level = open(os.path.join(path, "level")).read().strip()
+            kind = open(os.path.join(path, "type")).read().strip()
+            size = _size_bytes(open(os.path.join(path, "size")).read())
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        name = "l1d" if level == "1" else f"l{level}"
+        if name in FALLBACK_CACHES and size:
+            found[name] = max(found.get(name, 0), size)
+    return {name: found.get(name, default) for name, default in FALLBACK_CACHES.items()}
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None = None,
+                     cores: int | None = None) -> CpuFacts:
+    """The facts of the CPU described by ``cpuinfo`` (text of /proc/cpuinfo; None: read it).
+
+    ``caches`` ({"l1d", "l2", "l3"} -> bytes; None: read sysfs) and ``cores`` (None: this
+    process's CPU affinity) are taken as given, so a test can describe any machine.
+    """
+    if cpuinfo is None:
+        try:
+            with open(CPUINFO) as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    flags = set(_cpuinfo_field(cpuinfo, ("flags", "Features")).split())
+    isa, bits = _isa_of(flags)
+    caches = {**FALLBACK_CACHES, **(read_caches() if caches is None else caches)}
+    model = _cpuinfo_field(cpuinfo, ("model name", "Model name")) or platform.processor() or platform.machine()
+    return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
+                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=NATIVE_FLAGS, model=model)
+
+
+@functools.lru_cache(maxsize=1)
+def host_cpu_facts() -> CpuFacts:
+    """``detect_cpu_facts()`` of this machine, read once per process."""
+    return detect_cpu_facts()
+
+
+def preset(facts: CpuFacts, isa: str) -> CpuFacts:
+    """``facts`` with the ISA, vector width and flags of preset ``isa``."""
+    bits, _, flags = ISAS[isa]
+    return replace(facts, isa=isa, vector_bits=bits, isa_flags=flags)
+
+
+class CpuKind(TargetKind):
+    """``cpu``: C compiled by gcc with OpenMP, run in a measuring process (``ConfigSpace``)."""
+
+    name = "cpu"
+    presets = {"avx2": "avx2", "avx512": "avx512"}
+
+    def detect(self) -> CpuFacts:
+        return host_cpu_facts()
+
+    def preset_facts(self, name: str) -> CpuFacts:
+        return preset(host_cpu_facts(), self.presets[name])
+
+    def space_class(self) -> type:
+        from ..space import ConfigSpace
+
+        return ConfigSpace
+
+
+CPU = register_target_kind(CpuKind())

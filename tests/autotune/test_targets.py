@@ -1,0 +1,166 @@
+"""Targets as data: parsing specs, facts from injected machine descriptions, the status
+enum through the database, and a third target kind added by one module that then tunes."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import backends
+from autotune import Task, targets, tune
+from autotune.builder import LocalBuilder
+from autotune.measure import MeasureInput, MeasureResult
+from schedule.space import ConfigSpace
+from schedule.space_gpu import GPUConfigSpace
+from schedule.targets import CpuFacts, CudaFacts, Target, TargetError, detect_cpu_facts, parse_target, target_kinds
+from tuning_db import Database, MeasureRecord, Status, TargetInfo
+
+CPUINFO_AVX512 = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse sse2 ssse3 fma sse4_1 avx avx2 avx512f avx512dq avx512bw avx512vl
+"""
+CPUINFO_AVX2 = "model name\t: AMD Ryzen 7 5800X\nflags\t\t: fpu sse sse2 avx avx2 fma\n"
+CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32\n"
+CACHES = {"l1d": 48 * 1024, "l2": 2 << 20, "l3": 105 << 20}
+
+
+@pytest.mark.parametrize("spec, kind, preset", [
+    ("cpu", "cpu", None), ("cpu:avx2", "cpu", "avx2"), ("cpu:avx512", "cpu", "avx512"),
+    ("cuda", "cuda", None), ("cuda:sm_80", "cuda", "sm_80"), ("cuda:sm_90", "cuda", "sm_90"),
+    ("cuda:h200", "cuda", "h200"), ("cuda:a100", "cuda", "a100"), ("CUDA:H100", "cuda", "h100"),
+])
+def test_every_spec_parses_to_a_target_whose_str_is_the_canonical_spec(spec, kind, preset):
+    target = parse_target(spec)
+    assert (target.kind, target.preset) == (kind, preset)
+    assert str(target) == spec.lower()
+    assert parse_target(str(target)) == target and hash(parse_target(spec)) == hash(target)
+    assert parse_target(target) is target
+    assert isinstance(target.facts, CpuFacts if kind == "cpu" else CudaFacts)
+
+
+def test_presets_set_their_facts():
+    assert parse_target("cuda:sm_80").facts.arch == "sm_80" and parse_target("cuda:a100").facts.sm_count == 108
+    h200 = parse_target("cuda:h200").facts
+    assert h200.arch == "sm_90" and "H200" in h200.name
+    avx2 = parse_target("cpu:avx2").facts
+    assert (avx2.isa, avx2.vector_bits, avx2.isa_flags) == ("avx2", 256, ("-mavx2", "-mfma"))
+    assert parse_target("cpu:avx512").facts.vector_bits == 512
+    assert parse_target("cpu").facts.isa_flags == ("-march=native",)  # plain cpu: unchanged flags
+    assert "-march=native" in backends.backend_for("cpu").describe().flags
+    assert "-mavx2 -mfma" in backends.backend_for("cpu:avx2").describe().flags
+    assert "-march=native" not in backends.backend_for("cpu:avx2").describe().flags
+
+
+@pytest.mark.parametrize("spec", ["tpu", "cpu:neon", "cuda:sm_1", "cpu:", ""])
+def test_an_unknown_target_names_every_known_kind_and_preset(spec):
+    with pytest.raises(TargetError) as info:
+        parse_target(spec)
+    message = str(info.value)
+    assert "known targets: cpu[:avx2|avx512], cuda[:" in message and "h200" in message
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(ValueError, match="known targets"):
+        Task("matmul", dict(M=8, N=8, K=8), target=spec)
+
+
+def test_cpu_facts_from_an_injected_cpuinfo():
+    facts = detect_cpu_facts(CPUINFO_AVX512, caches=CACHES, cores=56)
+    assert (facts.isa, facts.vector_bits, facts.cores) == ("avx512", 512, 56)
+    assert (facts.l1d_bytes, facts.l2_bytes, facts.l3_bytes) == (48 * 1024, 2 << 20, 105 << 20)
+    assert facts.model == "Intel(R) Xeon(R) Platinum 8480+" and facts.isa_flags == ("-march=native",)
+    assert detect_cpu_facts(CPUINFO_AVX2, caches={}, cores=8).isa == "avx2"
+    arm = detect_cpu_facts(CPUINFO_ARM, caches={}, cores=4)
+    assert (arm.isa, arm.vector_bits) == ("generic", 128)
+    assert arm.l3_bytes == 32 << 20  # no sysfs figure: the fallback
+
+
+def test_a_preset_overrides_the_detected_isa_and_keeps_the_machine():
+    from schedule.targets.cpu import preset
+
+    detected = detect_cpu_facts(CPUINFO_AVX512, caches=CACHES, cores=56)
+    avx2 = preset(detected, "avx2")
+    assert (avx2.isa, avx2.vector_bits, avx2.isa_flags) == ("avx2", 256, ("-mavx2", "-mfma"))
+    assert (avx2.cores, avx2.l3_bytes, avx2.model) == (56, 105 << 20, detected.model)
+
+
+def test_the_kind_chooses_the_space_and_the_gpu_limits_come_from_the_facts():
+    import te
+
+    wl = te.create_workload("matmul", M=64, N=64, K=64)
+    assert type(ConfigSpace.from_workload(wl, "cpu")) is ConfigSpace
+    space = ConfigSpace.from_workload(wl, "cuda:sm_80")
+    assert isinstance(space, GPUConfigSpace) and space.target == parse_target("cuda:sm_80")
+    small = parse_target("cuda").with_facts(shared_bytes_per_block=4096, max_threads_per_block=256)
+    limited = ConfigSpace.from_workload(wl, small)
+    assert (limited.limits.max_shared_bytes, limited.limits.max_threads_per_block) == (4096, 256)
+    rng = random.Random(0)
+    refused = [limited.check(c) for c in (space.sample(rng) for _ in range(40))]
+    assert any(r is not None for r in refused)  # configs the default limits allow, the small GPU does not
+
+
+def test_tasks_hold_targets_and_describe_them_through_the_registry():
+    task = Task("matmul", dict(M=8, N=8, K=8), target="cpu:avx2")
+    assert isinstance(task.target, Target) and task.target_kind == "cpu" and str(task.target) == "cpu:avx2"
+    info = targets.describe(task.target)
+    assert info.kind == "cpu" and "-mavx2" in info.flags
+    assert targets.resolve("cpu") == (parse_target("cpu"), None)
+
+
+def test_cuda_cannot_be_measured_here_and_says_why():
+    from backends.cuda import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is visible")
+    assert "no CUDA GPU found" in targets.measure_problem("cuda")
+    chosen, note = targets.resolve("auto")
+    assert chosen.kind == "cpu" and "not cuda: no CUDA GPU found" in note
+    runner = targets.make_runner("cuda")
+    task = Task("matmul", dict(M=8, N=8, K=8), target="cuda")
+    with pytest.raises(targets.MeasureUnavailable, match="no CUDA GPU found"):
+        runner.run(task, [])
+    from autotune.runner import LocalRunner
+
+    with pytest.raises(targets.MeasureUnavailable, match="no CUDA GPU found"):
+        LocalRunner().run(task, [])  # the CPU measuring process refuses a cuda task too
+
+
+def test_status_enum_round_trips_through_the_database(tmp_path):
+    assert Status("ok") == "ok" and str(Status.TIMEOUT) == "timeout" and f"{Status.INVALID}" == "invalid"
+    assert MeasureResult("wrong_answer").status is Status.WRONG_ANSWER
+    with pytest.raises(ValueError, match="unknown record status"):
+        MeasureRecord(workload_key="k", workload_name="matmul", params={}, target=TargetInfo("cpu"),
+                      config={}, status="exploded")
+    target = TargetInfo("cpu_flavour", "some cpu")  # any identifier is a kind to the database
+    with Database(tmp_path / "t.db") as db:
+        run = db.start_run("k", "matmul", {}, target, "random", 0, 6, "test")
+        written = [MeasureRecord(workload_key="k", workload_name="matmul", params={}, target=target,
+                                 config={"n": n}, status=status, trial=n, error=None if n == 0 else "why",
+                                 median_s=1e-3 if status is Status.OK else None, costs=[1e-3] if n == 0 else [])
+                   for n, status in enumerate(Status)]
+        db.add_records(run, written)
+        back = db.history(run)
+    assert [r.status for r in back] == list(Status) and all(isinstance(r.status, Status) for r in back)
+    assert back == written
+
+
+# ---------------------------------------------------------------- a third target in one module
+
+
+def test_a_third_target_added_by_one_module_tunes_end_to_end(tmp_path):
+    import cpu_noomp_target  # registers the kind, its backend and its tuning parts
+
+    kind = cpu_noomp_target.KIND
+    assert kind in target_kinds() and kind in backends.backend_kinds()
+    task = Task("matmul", dict(M=32, N=32, K=32), target=kind)
+    assert isinstance(task.space, cpu_noomp_target.SerialSpace)
+    config = task.space.sample(random.Random(0))
+    source = LocalBuilder().source(MeasureInput(task, config))
+    assert "#pragma omp" not in source
+    assert "-fopenmp" not in targets.describe(task.target).flags
+    with Database(tmp_path / "t.db") as db:
+        result = tune(task, trials=8, tuner="random", db=db, batch_size=8)
+        stored = db.history(result.run_id)
+    assert len(result.history) == 8 and all(t.result.ok for t in result.history), \
+        [t.result.error for t in result.history]
+    assert all(v == 1 for t in result.history for k, v in t.config.values.items() if k.endswith(".parallel"))
+    assert {r.target.kind for r in stored} == {kind} and len(stored) == 8
