@@ -21,7 +21,7 @@ import warnings
 from schedule.config import Config, ConfigError
 from tuning_db import NoTunedConfigWarning, apply_best, lookup_best
 
-from . import target_info
+from . import targets
 from .task import Task
 
 #: The seed of the fallback schedule (a fixed one, so untuned builds are reproducible).
@@ -36,7 +36,7 @@ def default_config(task: Task) -> Config:
 def best_config(task: Task, db=None):
     """(config, record) for ``task``: the best stored one, or (default config, None)."""
     scope = apply_best(db) if db is not None else contextlib.nullcontext()
-    device = target_info.describe(task.target).device
+    device = targets.describe(task.target).device
     with scope:
         record = lookup_best(task.key, task.target_kind, device or None)
     if record is None:

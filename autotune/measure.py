@@ -29,10 +29,6 @@ from tuning_db.records import STATUSES, Status
 
 __all__ = ["Status", "STATUSES", "MeasureInput", "BuildResult", "MeasureResult", "Builder", "Runner"]
 
-# Short names of the statuses, kept for the callers that import them from here.
-OK, COMPILE_ERROR, RUNTIME_ERROR = Status.OK, Status.COMPILE_ERROR, Status.RUNTIME_ERROR
-WRONG_ANSWER, TIMEOUT, INVALID = Status.WRONG_ANSWER, Status.TIMEOUT, Status.INVALID
-
 
 @dataclass(frozen=True)
 class MeasureInput:

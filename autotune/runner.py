@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from .measure import OK, RUNTIME_ERROR, TIMEOUT, BuildResult, MeasureResult, Runner, Status
+from .measure import BuildResult, MeasureResult, Runner, Status
 
 
 @dataclass
@@ -149,7 +149,7 @@ class LocalRunner(Runner):
 
         def measure(i: int, best: float | None) -> MeasureResult:
             build = builds[i]
-            if build.status != OK:
+            if build.status != Status.OK:
                 return MeasureResult(build.status, error=build.error, build_s=build.build_s)
             return self._run_one(task, build, best)
 
@@ -162,7 +162,7 @@ class LocalRunner(Runner):
         self._send.send(("run", build.artifact, "kernel", options))
         status, payload = self._wait(self.timeout)
         run_s = time.perf_counter() - t0
-        if status == OK:
+        if status == Status.OK:
             return MeasureResult(Status.OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
         return MeasureResult(status, error=payload, build_s=build.build_s, run_s=run_s)
 
@@ -181,7 +181,7 @@ class LocalRunner(Runner):
                 self._proc.kill()
                 self._proc.wait()
                 self.close()
-                return TIMEOUT, f"no result within {timeout:g} s; the measuring process was killed"
+                return Status.TIMEOUT, f"no result within {timeout:g} s; the measuring process was killed"
 
     def _crashed(self):
         try:
@@ -195,8 +195,8 @@ class LocalRunner(Runner):
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return RUNTIME_ERROR, f"the kernel crashed the measuring process ({name})"
-        return RUNTIME_ERROR, f"the measuring process exited with code {code}"
+            return Status.RUNTIME_ERROR, f"the kernel crashed the measuring process ({name})"
+        return Status.RUNTIME_ERROR, f"the measuring process exited with code {code}"
 
 
 def measure_in_rounds(count: int, measure, options: TimingOptions,
@@ -235,4 +235,4 @@ def _keep_faster_round(kept: MeasureResult, again: MeasureResult) -> MeasureResu
     if not again.ok:
         return MeasureResult(again.status, error=f"in a later measuring round (an earlier one succeeded): "
                                                  f"{again.error}", **merged)
-    return MeasureResult(OK, costs=min(kept, again, key=lambda r: r.cost).costs, **merged)
+    return MeasureResult(Status.OK, costs=min(kept, again, key=lambda r: r.cost).costs, **merged)

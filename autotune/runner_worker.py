@@ -29,27 +29,11 @@ import traceback
 
 import numpy as np
 
+from schedule.targets.cpu import read_caches
 from tuning_db.records import Status
 
 #: Shortest stretch of time one repeat measures.
 MIN_REPEAT_S = 2e-3
-
-
-def _llc_bytes() -> int:
-    """Size of the largest CPU cache, from sysfs (32 MiB if unknown)."""
-    best = 0
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in os.listdir(base):
-            try:
-                text = open(os.path.join(base, entry, "size")).read().strip()
-            except OSError:
-                continue
-            mult = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
-            best = max(best, int(text.rstrip("KM")) * mult)
-    except OSError:
-        pass
-    return best or 32 * 1024 * 1024
 
 
 class _Workspace:
@@ -65,7 +49,7 @@ class _Workspace:
         self.references = wl.reference(*self.inputs)
         self.reduction = reduction_length(wl.outputs)
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
-        self.flush_buffer = np.zeros(min(_llc_bytes() * 3 // 2, 256 << 20) // 8, dtype=np.float64)
+        self.flush_buffer = np.zeros(min(max(read_caches().values()) * 3 // 2, 256 << 20) // 8, dtype=np.float64)
 
     def reset_outputs(self) -> None:
         for out in self.outputs:
@@ -97,7 +81,7 @@ def _run(ws: _Workspace, artifact: str, function: str, options: dict):
             if problem is not None:
                 return Status.WRONG_ANSWER, problem
         best = options.get("best_cost")
-        if best is not None and first > options.get("slow_factor", 10.0) * best:
+        if best is not None and first > options["slow_factor"] * best:
             return Status.OK, [first]  # cannot win; its one (cold) timing ranks it
         return Status.OK, _time(fn, ptrs, ws, options)
     finally:
@@ -109,7 +93,7 @@ def _time(fn, ptrs, ws: _Workspace, options: dict) -> list[float]:
     fn(*ptrs)  # warm-up
     first = time.perf_counter() - t0
     best = options.get("best_cost")
-    if best is not None and first > options.get("slow_factor", 10.0) * best:
+    if best is not None and first > options["slow_factor"] * best:
         return [first]
     number = max(1, int(MIN_REPEAT_S / max(first, 1e-9)))
     costs: list[float] = []

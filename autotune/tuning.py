@@ -25,12 +25,12 @@ import numpy as np
 from schedule.config import Config
 from tuning_db.records import default_tool_version
 
-from . import target_info
+from . import targets
 from .builder import LocalBuilder
 from .features import FeatureCache
 from .loop import Progress, ProgressCallback, Trial, TuneResult, TuningCallback, TuningLoop
-from .measure import OK, MeasureResult
-from .runner import LocalRunner, TimingOptions
+from .measure import Builder, MeasureResult, Runner, Status
+from .runner import TimingOptions
 from .task import Task
 from .tuners import Tuner, make_tuner
 
@@ -42,8 +42,10 @@ __all__ = ["DatabaseRecorder", "Progress", "ReplayStored", "TOOL_VERSION", "Tran
 
 
 def default_measurers(task: Task, *, timeout: float = 10.0, timing: TimingOptions | None = None, seed: int = 0):
-    """The (builder, runner) a run uses when the caller passes none: local processes on this machine."""
-    return LocalBuilder(timeout=max(60.0, timeout)), LocalRunner(timeout=timeout, options=timing, seed=seed)
+    """The (builder, runner) a run uses when the caller passes none: a local build pool (the
+    target's compiler) and the runner the target's kind registered (``autotune.targets``)."""
+    runner = targets.make_runner(task.target, timeout=timeout, options=timing, seed=seed)
+    return LocalBuilder(timeout=max(60.0, timeout)), runner
 
 
 def tune(
@@ -57,8 +59,8 @@ def tune(
     early_stopping: int | None = None,
     timeout: float = 10.0,
     resume: bool = False,
-    builder: LocalBuilder | None = None,
-    runner: LocalRunner | None = None,
+    builder: Builder | None = None,
+    runner: Runner | None = None,
     transfer: bool = False,
     transfer_limit: int = 1000,
     timing: TimingOptions | None = None,
@@ -88,7 +90,7 @@ def tune(
     features = FeatureCache(workers=builder.n_workers)
     search = make_tuner(tuner, task.space, seed=seed, feature_fn=lambda c: features.get(task, c),
                         features_many=lambda cs: features.get_many(task, cs))
-    target = target_info.describe(task.target)
+    target = targets.describe(task.target)
     steps: list[TuningCallback] = []
     if db is not None:
         if transfer:
@@ -194,7 +196,7 @@ def _warm_start_from_similar(db, task: Task, target, search: Tuner, features: Fe
                 continue
         except ValueError:
             continue
-        items.append((config, rec.median_s if rec.status == OK and rec.median_s else math.inf))
+        items.append((config, rec.median_s if rec.status == Status.OK and rec.median_s else math.inf))
     xs, costs, groups = [], [], []
     for key, (other, items) in by_key.items():
         if other is None or not items:
@@ -217,7 +219,7 @@ def _replay_stored(db, task: Task, target, search: Tuner, result: TuneResult) ->
             task.space.knobs.check(config)
         except ValueError:
             continue  # a record from another version of the space
-        res = MeasureResult(rec.status, costs=list(rec.costs) if rec.status == OK else [], error=rec.error,
+        res = MeasureResult(rec.status, costs=list(rec.costs) if rec.status == Status.OK else [], error=rec.error,
                             build_s=rec.build_s, run_s=rec.run_s)
         configs.append(config)
         measured.append(res)

@@ -76,7 +76,7 @@ class Dialect:
 
     def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
         """Lines that declare ``buf`` and lines that release it after its scope."""
-        nbytes = buf.size * dtypes.bits(buf.dtype) // 8
+        nbytes = buf.size * dtypes.nbytes(buf.dtype)
         if nbytes <= STACK_BYTES:
             return [f"{ctype} {name}[{buf.size}] __attribute__((aligned(64)));"], []
         padded = -(-nbytes // 64) * 64

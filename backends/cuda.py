@@ -7,7 +7,7 @@
 
 Without a GPU:
 
-    program = lower_program(schedule.lower(s, args))  # the kernels (schedule.gpu_passes)
+    program = lower_program(schedule.lower(s, args))  # the kernels (schedule.passes.GPU_PIPELINE)
     source = generate_source(program)                  # CUDA C text
     result = compile_ptx(source)                       # NVRTC: PTX, CUBIN, registers, smem
     backend = CudaBackend(parse_target("cuda:sm_80"))  # the Backend interface: limits and arch

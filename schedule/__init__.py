@@ -8,4 +8,4 @@ from . import ir
 from .ir import Buffer, LoweredFunc
 from .lower import lower
 from .stage import THREAD_TAGS, Fuse, Schedule, ScheduleError, Split, Stage, create_schedule
-from .verify import IRVerifyError, verify
+from .passes import IRVerifyError, verify

@@ -71,14 +71,8 @@ def lower(s: Schedule, args, name: str = "kernel", trace: Trace = False,
     emit = passes.tracer(trace)
     if emit is not None:
         emit("build", str(func))
-    steps = _named_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+    steps = passes.pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
     return passes.run(steps, func, ctx, trace)
-
-
-def _named_pipeline(name: str) -> list[Pass]:
-    """The "cpu" passes, then (for any other name) that pipeline's passes."""
-    steps = passes.pipeline("cpu")
-    return steps if name == "cpu" else steps + passes.pipeline(name)
 
 
 def build_loop_nest(s: Schedule, args, name: str = "kernel", analyzer: Analyzer | None = None) -> LoweredFunc:

@@ -149,7 +149,7 @@ class ConfigSpace(SearchSpace):
 
     def _plan_problem(self, plan: StagePlan, d: StageDecisions) -> str | None:
         """Why the decisions ``d`` break a limit for ``plan``'s stage (None: they do not)."""
-        nbytes = dtypes.bits(plan.op.output(0).dtype) // 8
+        nbytes = dtypes.nbytes(plan.op.output(0).dtype)
         name = d.stage
         if plan.role == MULTI_LEVEL:
             tiles = d.tiles
@@ -279,7 +279,7 @@ def _prod(xs) -> int:
 def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
     """The candidates of each decision of ``plan``'s stage (names and docs: the codec's)."""
     op = plan.op
-    lanes = max(1, MAX_VECTOR_BYTES // (dtypes.bits(op.output(0).dtype) // 8))
+    lanes = max(1, MAX_VECTOR_BYTES // dtypes.nbytes(op.output(0).dtype))
     last = len(op.axis) - 1
     parallel = tuple(range(1, len(op.axis) + 1))
     if plan.role == MULTI_LEVEL:

@@ -48,7 +48,7 @@ from .bounds import infer_region
 from .config import Knob
 from .decisions import (GPU_CODECS, GPU_MULTI_LEVEL, GPU_SIMPLE, GPUMultiLevelDecisions, GPUSimpleDecisions,
                         StageCodec, StageDecisions)
-from .gpu_passes import GPULimits
+from .passes import GPULimits
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, StagePlan
 from .space import ConfigSpace, _split_levels, factor_candidates
 from .stage import Schedule
@@ -160,7 +160,7 @@ class GPUConfigSpace(ConfigSpace):
         total = 0
         for tensor, reads in _input_reads(op).items():
             region = infer_region(tensor.shape, reads, varying)
-            total += math.prod(region.extents) * max(1, dtypes.bits(tensor.dtype) // 8)
+            total += math.prod(region.extents) * dtypes.nbytes(tensor.dtype)
         return total
 
     @staticmethod

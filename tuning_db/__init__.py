@@ -14,12 +14,12 @@ tables), ``location`` (where the database is), ``engine`` (SQLite settings for c
 writers), ``schema`` (versioning), ``rows`` (rows <-> records), ``database`` (the API),
 ``jsonl`` (export/import), ``dispatch`` (apply_best / lookup_best), ``errors``.
 This package imports nothing else of the project: workload keys come from ``te`` as strings.
+
+The names backed by SQLAlchemy load on first use (PEP 562 ``__getattr__``): the measuring
+process needs only ``records.Status`` and starts without importing SQLAlchemy.
 """
-from .database import Database
-from .dispatch import NoTunedConfigWarning, active_database, apply_best, lookup_best
+import importlib
 from .errors import DatabaseError, RecordFormatError
-from .location import ENV_VAR, default_path, resolve_url
-from .models import SCHEMA_VERSION
 from .records import (
     ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, MeasureRecord, RunInfo, Status, TargetInfo,
     TargetSummary, WorkloadSummary, check_target_kind, config_hash,
@@ -32,3 +32,19 @@ __all__ = [
     "MAX_ERROR_CHARS", "SCHEMA_VERSION", "config_hash", "apply_best", "lookup_best", "active_database",
     "NoTunedConfigWarning", "ENV_VAR", "default_path", "resolve_url",
 ]
+
+#: name -> module of the names loaded on first use (they import SQLAlchemy).
+_LAZY = {
+    "Database": "database", "NoTunedConfigWarning": "dispatch", "active_database": "dispatch",
+    "apply_best": "dispatch", "lookup_best": "dispatch", "ENV_VAR": "location", "default_path": "location",
+    "resolve_url": "location", "SCHEMA_VERSION": "models",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -179,5 +179,9 @@ def tuning_options(fn: Callable) -> Callable:
                      help="Measure NumPy (cuBLAS on cuda) on the same workload for comparison."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar on stderr [default: when stderr is a terminal]."),
+        click.option("--print-passes", is_flag=True,
+                     help="Print the loop IR as built and after each lowering pass of the target's pipeline, "
+                          "for the schedule a build would use (the best stored, else the default), and exit "
+                          "without tuning."),
     ]
     return functools.reduce(lambda f, d: d(f), reversed(decorators), fn)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import inspect
 import signal
+import warnings
 from contextlib import contextmanager
 
 import click
 
+import schedule
 import te
 from te.ops.elementwise import ELEMENTWISE_OPS
 
@@ -153,11 +155,15 @@ def measure_anchor(task) -> dict:
 
 def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
                timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
-               transfer: bool, anchor: bool, progress: bool | None) -> None:
+               transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False) -> None:
     from ..runner import TimingOptions
 
     chosen, note = targets.resolve(target)  # "auto": the best kind measurable here
     task = Task(op, params, chosen)
+    if print_passes:
+        with opt.open_db(db_url) as db:
+            print_lowering_passes(task, db)
+        return
     wants_clean_blas = targets.parts_for(task.target).anchor.wants_clean_blas(task)
     if anchor and wants_clean_blas and anchors.blas_overrides_set():
         names = " and ".join(anchors.blas_overrides_set())
@@ -182,6 +188,21 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
         print_summary(task, targets.describe(task.target), result, db, found, picked=note)
         if result.best is None:
             raise click.ClickException("no trial succeeded; `autotune log errors` shows why")
+
+
+def print_lowering_passes(task: Task, db) -> None:
+    """The IR of the schedule ``autotune.build`` would use, after each pass of the target's pipeline."""
+    from tuning_db import NoTunedConfigWarning
+
+    from ..dispatch import best_config
+
+    with warnings.catch_warnings():  # the first line below says so when nothing is tuned
+        warnings.simplefilter("ignore", NoTunedConfigWarning)
+        config, record = best_config(task, db)
+    which = f"record {record.id}" if record is not None else "the default schedule (no record stored)"
+    click.echo(f"# {task.key} on {task.target}, {which}: {config}")
+    s, args = task.space.apply(config)
+    schedule.lower(s, args, trace=True, pipeline=task.target.kind_info.pipeline)
 
 
 def op_commands() -> list[click.Command]:

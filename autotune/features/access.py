@@ -103,7 +103,7 @@ class Access:
         self.buffer = buffer
         shape = buffer.shape or (1,)
         self.dims = [_Dim(i, s, memo, fv_memo) for i, s in zip(indices, shape)]
-        self.elem_bytes = max(1, dtypes.bits(buffer.dtype) // 8)
+        self.elem_bytes = dtypes.nbytes(buffer.dtype)
         self.key = (id(buffer), tuple(
             (tuple(sorted((id(v), c) for v, c in d.coeffs.items())), _linear(i, memo)[1],
              tuple((c, structural_key(t)) for c, t, _ in d.nonlin))

@@ -87,7 +87,7 @@ class Walk:
             self.rows.append(row)
         elif t is Allocate:
             b = s.buffer
-            self.alloc[b.scope if b.scope in self.alloc else "global"] += b.size * max(1, dtypes.bits(b.dtype) // 8)
+            self.alloc[b.scope if b.scope in self.alloc else "global"] += b.size * dtypes.nbytes(b.dtype)
             self.visit(s.body)
         elif t is IfThenElse:
             self.guards += 1

@@ -45,14 +45,17 @@ GPU_PIPELINE: list[Pass] = [
     verify_kernel_pass,           # thread loops fit the launch; every barrier is reached by all threads
 ]
 
-_PIPELINES = {"cpu": CPU_PIPELINE, "gpu": GPU_PIPELINE}
+#: Whole pipelines by name, from the loop nest as built to what code generation takes.
+_PIPELINES = {"cpu": CPU_PIPELINE, "gpu": CPU_PIPELINE + GPU_PIPELINE}
 
 #: ``trace=True`` prints each section; a callable receives ``(pass_name, ir_text)``.
 Trace = Union[bool, Callable[[str, str], None], None]
 
 
 def pipeline(name: str) -> list[Pass]:
-    """The passes of pipeline ``name`` ("cpu" or "gpu"), in order (a copy: edit it freely)."""
+    """The passes of pipeline ``name``, in order (a copy: edit it freely): "cpu" is
+    ``CPU_PIPELINE`` (a ``LoweredFunc``), "gpu" is ``CPU_PIPELINE`` then ``GPU_PIPELINE``
+    (a ``GPUProgram``)."""
     try:
         return list(_PIPELINES[name])
     except KeyError:

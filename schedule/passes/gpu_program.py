@@ -110,4 +110,4 @@ class GPUProgram:
 
 def nbytes(buf: Buffer) -> int:
     """Bytes ``buf`` occupies."""
-    return buf.size * max(1, dtypes.bits(buf.dtype) // 8)
+    return buf.size * dtypes.nbytes(buf.dtype)

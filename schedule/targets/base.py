@@ -72,6 +72,9 @@ class TargetKind:
     name: str = ""
     #: preset name -> whatever ``preset_facts`` needs; the keys are the valid presets.
     presets: dict = {}
+    #: The lowering pipeline (``schedule.passes.pipeline``) whose output the kind's code
+    #: generator takes: "cpu" (a ``LoweredFunc``) or "gpu" (a ``GPUProgram`` of kernels).
+    pipeline: str = "cpu"
 
     def detect(self):
         raise NotImplementedError

@@ -105,6 +105,7 @@ class CudaKind(TargetKind):
 
     name = "cuda"
     presets = PRESETS
+    pipeline = "gpu"
 
     def detect(self) -> CudaFacts:
         return device_facts() or PRESETS[DEFAULT_PRESET]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autotune.loop import Progress, ProgressCallback, TuneResult, TuningCallback, TuningLoop
-from autotune.measure import OK, RUNTIME_ERROR, MeasureResult
+from autotune.measure import MeasureResult, Status
 from autotune.task import Task
 from autotune.tuners import KnobSpace, ModelGuidedSearch, RandomTuner, SearchOptions, Tuner
 from autotune.tuning import TransferWarmStart
@@ -44,7 +44,7 @@ class FakeRunner:
         out = []
         for config in builds:
             c = self.cost(config)
-            out.append(MeasureResult(OK, costs=[c]) if math.isfinite(c) else MeasureResult(RUNTIME_ERROR, error="x"))
+            out.append(MeasureResult(Status.OK, costs=[c]) if math.isfinite(c) else MeasureResult(Status.RUNTIME_ERROR, error="x"))
         return out
 
 

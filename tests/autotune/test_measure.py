@@ -14,9 +14,7 @@ import pytest
 
 from autotune import Task, tune
 from autotune.builder import LocalBuilder
-from autotune.measure import (
-    COMPILE_ERROR, OK, RUNTIME_ERROR, TIMEOUT, WRONG_ANSWER, MeasureInput, MeasureResult,
-)
+from autotune.measure import MeasureInput, MeasureResult, Status
 from autotune.runner import LocalRunner, TimingOptions, _keep_faster_round, measure_in_rounds
 from tuning_db import Database
 
@@ -77,11 +75,11 @@ def test_runner_gives_each_failure_its_status_and_goes_on(task):
     hows = ["segfault", None, "hang", "wrong", None, "no_compile"]
     builder = SabotagingBuilder({c: h for c, h in zip(configs, hows) if h}, n_workers=2)
     builds = builder.build([MeasureInput(task, c) for c in configs])
-    assert [b.status for b in builds] == [OK] * 5 + [COMPILE_ERROR]
+    assert [b.status for b in builds] == [Status.OK] * 5 + [Status.COMPILE_ERROR]
     assert "not C" in builds[5].error or "error" in builds[5].error
     with LocalRunner(timeout=2.0, options=FAST) as runner:
         results = runner.run(task, builds)
-    assert [r.status for r in results] == [RUNTIME_ERROR, OK, TIMEOUT, WRONG_ANSWER, OK, COMPILE_ERROR]
+    assert [r.status for r in results] == [Status.RUNTIME_ERROR, Status.OK, Status.TIMEOUT, Status.WRONG_ANSWER, Status.OK, Status.COMPILE_ERROR]
     assert "SIGSEGV" in results[0].error
     assert "2 s" in results[2].error
     assert "first at (0, 3)" in results[3].error  # where the output differs
@@ -98,7 +96,7 @@ def test_tuning_run_continues_past_every_failure_and_stores_it(task, tmp_path):
     with Database(tmp_path / "t.db") as db, LocalRunner(timeout=2.0, options=FAST) as runner:
         result = tune(task, trials=10, tuner="grid", db=db, batch_size=5, builder=builder, runner=runner)
         statuses = [t.result.status for t in result.history]
-        assert statuses == [RUNTIME_ERROR, TIMEOUT, WRONG_ANSWER, COMPILE_ERROR] + [OK] * 6
+        assert statuses == [Status.RUNTIME_ERROR, Status.TIMEOUT, Status.WRONG_ANSWER, Status.COMPILE_ERROR] + [Status.OK] * 6
         assert result.best_config not in first
         (run,) = db.list_runs()
         assert run.status == "finished" and run.n_records == 10
@@ -120,8 +118,8 @@ class ScriptedMeasurer:
         self.calls.append((i, best_cost))
         cost = self.costs[i][sum(1 for c, _ in self.calls if c == i) - 1]
         if cost is None:
-            return MeasureResult(WRONG_ANSWER, error="C differs")
-        return MeasureResult(OK, costs=[cost] * 3, run_s=3 * cost)
+            return MeasureResult(Status.WRONG_ANSWER, error="C differs")
+        return MeasureResult(Status.OK, costs=[cost] * 3, run_s=3 * cost)
 
 
 def test_later_rounds_measure_only_candidates_near_the_best():
@@ -133,7 +131,7 @@ def test_later_rounds_measure_only_candidates_near_the_best():
     assert [i for i, _ in measure.calls] == [0, 1, 2, 3, 3, 1, 0, 0, 1]
     assert [r.rounds for r in results] == [3, 3, 1, 2]
     assert [r.cost for r in results[:3]] == [0.9, 1.1, 3.0]
-    assert results[3].status == WRONG_ANSWER and "later measuring round" in results[3].error
+    assert results[3].status == Status.WRONG_ANSWER and "later measuring round" in results[3].error
     # Each call knows the best cost so far: the first round's running best, later the batch's best.
     assert [b for _, b in measure.calls] == [None, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.9]
 
@@ -142,7 +140,7 @@ def test_rounds_start_from_the_best_known_cost_and_skip_failures():
     measure = ScriptedMeasurer([[None], [5.0, 4.0], [0.5, 0.5]])
     results = measure_in_rounds(3, measure, TimingOptions(rounds=2, recheck_within=2.0), best_cost=2.0)
     assert [i for i, _ in measure.calls] == [0, 1, 2, 2]  # 5.0 is over 2x the best (0.5); 0 failed
-    assert [r.rounds for r in results] == [1, 1, 2] and results[0].status == WRONG_ANSWER
+    assert [r.rounds for r in results] == [1, 1, 2] and results[0].status == Status.WRONG_ANSWER
 
 
 def test_one_round_measures_each_candidate_once():
@@ -158,18 +156,18 @@ def test_a_sleeping_kernel_is_timed_through_the_real_runner(task):
     options = TimingOptions(min_time=0.005, rounds=1)
     with LocalRunner(timeout=5.0, options=options) as runner:
         results = runner.run(task, builds)
-    assert [r.status for r in results] == [OK] * 2
+    assert [r.status for r in results] == [Status.OK] * 2
     assert results[1].cost > 0.04  # the kernel sleeps 40 ms: no clock reads less
 
 
 def test_a_later_round_keeps_the_faster_and_a_later_failure_wins():
-    first = MeasureResult(OK, costs=[2.0, 2.1, 2.2], run_s=1.0)
-    faster = _keep_faster_round(first, MeasureResult(OK, costs=[1.0, 1.1, 1.2], run_s=1.0))
+    first = MeasureResult(Status.OK, costs=[2.0, 2.1, 2.2], run_s=1.0)
+    faster = _keep_faster_round(first, MeasureResult(Status.OK, costs=[1.0, 1.1, 1.2], run_s=1.0))
     assert faster.costs == [1.0, 1.1, 1.2] and faster.rounds == 2 and faster.run_s == 2.0
-    slower = _keep_faster_round(faster, MeasureResult(OK, costs=[3.0, 3.0, 3.0], run_s=1.0))
+    slower = _keep_faster_round(faster, MeasureResult(Status.OK, costs=[3.0, 3.0, 3.0], run_s=1.0))
     assert slower.costs == [1.0, 1.1, 1.2] and slower.rounds == 3
-    failed = _keep_faster_round(slower, MeasureResult(WRONG_ANSWER, error="C differs", run_s=0.5))
-    assert failed.status == WRONG_ANSWER and failed.cost == float("inf")
+    failed = _keep_faster_round(slower, MeasureResult(Status.WRONG_ANSWER, error="C differs", run_s=0.5))
+    assert failed.status == Status.WRONG_ANSWER and failed.cost == float("inf")
     assert "later measuring round" in failed.error and "C differs" in failed.error
 
 

@@ -5,7 +5,7 @@ import random
 
 import numpy as np
 
-from autotune import target_info
+from autotune import targets
 from autotune.features import FeatureCache
 from autotune.task import Task
 from autotune.tuners import SearchOptions, XGBTuner
@@ -36,7 +36,7 @@ def _vector_cost(config) -> float:
 
 def test_records_of_another_shape_steer_the_first_batch(tmp_path):
     db = Database(tmp_path / "t.db")
-    target = target_info.describe("cpu")
+    target = targets.describe("cpu")
     other = Task("matmul", dict(M=48, N=48, K=48))
     rng = random.Random(0)
     configs = [other.space.sample(rng) for _ in range(60)]

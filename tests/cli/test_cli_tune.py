@@ -9,7 +9,9 @@ from click.testing import CliRunner
 import tuning_db
 from autotune.cli import cli as autotune_cli
 
-from cli_helpers import MATMUL_KEY, cli_env
+from schedule import passes
+
+from cli_helpers import MATMUL_KEY, TINY_MATMUL, cli_env
 
 
 def test_small_run_prints_summary_and_stores_every_trial(tuned):
@@ -28,6 +30,17 @@ def test_small_run_prints_summary_and_stores_every_trial(tuned):
         assert (run.status, run.n_records, run.trials_requested, run.tuner) == ("finished", 12, 12, "random")
         assert len(db.history(run.id)) == 12
         assert db.best(MATMUL_KEY) is not None
+
+
+def test_print_passes_shows_the_stored_best_after_each_pass_and_tunes_nothing(tuned):
+    cli, _ = tuned
+    proc = cli.run(*TINY_MATMUL, "--print-passes")
+    assert re.search(r"^# matmul.* on cpu, record \d+: cpu-v1: C\.at=", proc.stdout, re.M)
+    sections = re.findall(r"^# ---- after (\w+)$", proc.stdout, re.M)
+    assert sections == ["build"] + [p.name for p in passes.pipeline("cpu")]
+    assert "def kernel(A: float32" in proc.stdout and "Warning" not in proc.stderr
+    with tuning_db.Database(cli.db) as db:
+        assert len(db.list_runs()) == 1
 
 
 def test_anchor_run_restarts_once_without_openblas_overrides(tuned):

@@ -10,7 +10,7 @@ from schedule.passes import (
     GPUError, GPUKernel, constant_trip_loops, insert_barriers, lower_gpu, missing_barriers, verify_kernel,
 )
 from schedule.ir import Allocate, Barrier, BufferStore, For
-from schedule.verify import verify
+from schedule.passes import verify
 
 from gpu_helpers import gpu_matmul
 

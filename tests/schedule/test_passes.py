@@ -10,7 +10,7 @@ import te
 from schedule import ir, passes
 from schedule.ir import Buffer, BufferLoad, BufferStore, For, LoweredFunc
 from schedule.passes import GPUProgram, Pass, StmtMutator, StmtVisitor
-from schedule.verify import verify
+from schedule.passes import verify
 from te.expr import Const, Expr, post_order
 
 
@@ -125,7 +125,7 @@ def test_each_pipeline_is_a_list_of_named_passes(name):
     names = [p.name for p in steps]
     assert len(set(names)) == len(names)
     assert all(p.doc for p in steps)  # every pass says why it exists
-    assert steps == (passes.CPU_PIPELINE if name == "cpu" else passes.GPU_PIPELINE)
+    assert steps == {"cpu": passes.CPU_PIPELINE, "gpu": passes.CPU_PIPELINE + passes.GPU_PIPELINE}[name]
     assert steps is not passes.pipeline(name)  # a copy: editing it changes nothing
 
 
@@ -133,7 +133,7 @@ def test_pipeline_names_and_order():
     assert [p.name for p in passes.pipeline("cpu")] == [
         "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "verify"]
     assert [p.name for p in passes.pipeline("gpu")] == [
-        "split_kernels", "constant_trip_loops", "inject_virtual_threads", "insert_barriers", "launch_dims",
+        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "verify", "split_kernels", "constant_trip_loops", "inject_virtual_threads", "insert_barriers", "launch_dims",
         "verify_kernel"]
     with pytest.raises(ValueError, match="unknown pipeline"):
         passes.pipeline("tpu")
