@@ -100,8 +100,8 @@ class XGBCostModel:
       ="mean"`` with ``pairs_per_sample`` random partners each keeps the cost linear in
       the number of records (the default "topk" method only pairs the currently
       top-ranked few with the rest and, with one big group, orders the rest poorly).
-      32 partners, against 8: held-out pairwise accuracy 0.91 -> 0.94 and top-1 score
-      0.78 -> 0.93 on a synthetic benchmark, for about 1.4x the fit time.
+      32 partners rank held-out records better than 8 for a modestly longer fit
+      (``bench/RESULTS.md``).
     - ``rank:ndcg``: its gain ``2**label - 1`` needs integer labels (and < 32), so the
       throughput is quantized to 0..31; coarser, and failures/slow records tie.
     - ``reg:squarederror``: regression on the relevance, for comparison.
@@ -110,13 +110,12 @@ class XGBCostModel:
     ``min_child_weight`` defaults to 0 for the ranking objectives; xgboost's default
     of 1 blocks most splits and leaves shallow, useless trees.
 
-    Speed: ``max_depth=5``, 64 histogram bins and ``num_rounds=50`` fit a thousand
-    records of loop-nest features in about 0.3 s on one (busy) core; predicting a
-    thousand takes about 2 ms. Threads: ``nthread`` defaults to 2,
-    but never more than half the CPUs this process may use (so 1 on a 2-core
-    machine): the tuner fits while builders and the runner keep cores busy, and
-    xgboost's OpenMP threads spin-wait, so an oversubscribed 2-thread fit was
-    measured 10-100x slower than a 1-thread one (a 128-record fit: 0.01 s vs up to 3 s).
+    Speed: ``max_depth=5``, 64 histogram bins and ``num_rounds=50`` keep a fit on a
+    thousand records well under a second, small next to one batch's measurements.
+    Threads: ``nthread`` defaults to 2, but never more than half the CPUs this process
+    may use (so 1 on a 2-core machine): the tuner fits while builders and the runner
+    keep cores busy, and xgboost's OpenMP threads spin-wait, so an oversubscribed fit
+    is many times slower than a one-thread fit (``bench/RESULTS.md``).
     Training is deterministic for a given seed and thread count.
     """
 

@@ -41,7 +41,10 @@ class AutotuneParts:
     ``measure(task) -> dict``, ``wants_clean_blas(task)``); ``measure_problem(target)``
     says why the tuning loop cannot measure on it here (None: it can); ``describe``
     gives the ``tuning_db.TargetInfo`` stored with records; ``auto_rank`` orders the
-    kinds ``auto`` tries (highest first; None: never picked by ``auto``).
+    kinds ``auto`` tries (highest first; None: never picked by ``auto``); ``features``
+    maps a lowered function to the cost model's feature vector (None: the loop-IR
+    features of ``autotune.features.extract``, which read CPU loops and GPU thread
+    bindings alike, so one model serves every kind that lowers to the loop IR).
     """
 
     kind: str
@@ -50,6 +53,7 @@ class AutotuneParts:
     measure_problem: Callable[[Target], str | None]
     describe: Callable[[Target], object] = None  # type: ignore[assignment]  (None: describe_with_backend)
     auto_rank: int | None = None
+    features: Callable | None = None
 
 
 def describe_with_backend(target: Target):

@@ -29,6 +29,13 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _extractor(task):
+    """The feature extractor of the task's target kind (``autotune.targets``)."""
+    from ..targets import parts_for
+
+    return parts_for(task.target).features or extract
+
+
 def _lower_and_extract(job) -> np.ndarray | None:
     """Pool worker: features of one config (None if it does not lower)."""
     from schedule.config import Config
@@ -41,7 +48,7 @@ def _lower_and_extract(job) -> np.ndarray | None:
     if task is None:
         task = _WORKER_TASKS[key] = Task(name, params, target)
     try:
-        return extract(task.lower(Config.from_json(config_json)))
+        return _extractor(task)(task.lower(Config.from_json(config_json)))
     except Exception:  # noqa: BLE001 - a broken config must not stop a search
         return None
 
@@ -86,7 +93,7 @@ class FeatureCache:
             self.failures += 1
             func = None
         t1 = time.perf_counter()
-        x = extract(func) if func is not None else np.zeros(FEATURE_DIM, dtype=np.float32)
+        x = _extractor(task)(func) if func is not None else np.zeros(FEATURE_DIM, dtype=np.float32)
         self.lower_s += t1 - t0
         self.extract_s += time.perf_counter() - t1
         x.setflags(write=False)

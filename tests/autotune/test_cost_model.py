@@ -93,16 +93,11 @@ def test_failures_rank_last():
     assert scores[np.isinf(ct)].mean() < scores[np.isfinite(ct)].mean()
 
 
-def test_deterministic_and_fast_enough():
-    import time
-
+def test_deterministic():
     x, cost = _synthetic(1000, seed=6, d=280)
-    t0 = time.perf_counter()
     a = XGBCostModel(seed=0, nthread=1).fit(x, cost).predict(x[:50])
-    fit_s = time.perf_counter() - t0
     b = XGBCostModel(seed=0, nthread=1).fit(x, cost).predict(x[:50])
     assert np.array_equal(a, b)
-    assert fit_s < 5.0  # about 0.1-0.3 s on an idle core; generous for loaded CI
 
 
 def test_unfitted_until_there_is_an_order_to_learn():

@@ -164,3 +164,29 @@ def test_a_third_target_added_by_one_module_tunes_end_to_end(tmp_path):
         [t.result.error for t in result.history]
     assert all(v == 1 for t in result.history for k, v in t.config.values.items() if k.endswith(".parallel"))
     assert {r.target.kind for r in stored} == {kind} and len(stored) == 8
+
+
+def test_a_kind_may_register_its_own_feature_extractor():
+    import dataclasses
+
+    import numpy as np
+
+    import cpu_noomp_target
+    from autotune.features import FEATURE_DIM, FeatureCache
+
+    parts = targets.parts_for(cpu_noomp_target.KIND)
+    seen = []
+
+    def features(func):
+        seen.append(func.name)
+        return np.full(FEATURE_DIM, 7.0, dtype=np.float32)
+
+    targets.register_autotune_parts(dataclasses.replace(parts, features=features), override=True)
+    try:
+        task = Task("matmul", dict(M=16, N=16, K=16), target=cpu_noomp_target.KIND)
+        x = FeatureCache().get(task, task.space.sample(random.Random(0)))
+        assert seen == ["kernel"] and np.all(x == 7.0)
+    finally:
+        targets.register_autotune_parts(parts, override=True)
+    cpu = Task("matmul", dict(M=16, N=16, K=16))
+    assert not np.all(FeatureCache().get(cpu, cpu.space.sample(random.Random(0))) == 7.0)
