@@ -22,7 +22,7 @@ import platform
 from dataclasses import dataclass
 from typing import Callable
 
-from schedule.targets import Target, TargetError, parse_target
+from schedule.targets import KindTable, Target, parse_target
 
 #: The pseudo-target of the command line: the best kind measurable here.
 AUTO = "auto"
@@ -65,24 +65,15 @@ def describe_with_backend(target: Target):
     return TargetInfo(target.kind, info.device, info.compiler, info.flags, platform.node())
 
 
-_PARTS: dict[str, AutotuneParts] = {}
+_PARTS = KindTable("tuning parts")
 
 
 def register_autotune_parts(parts: AutotuneParts, *, override: bool = False) -> AutotuneParts:
-    if parts.kind in _PARTS and _PARTS[parts.kind] is not parts and not override:
-        raise TargetError(f"autotune parts for target kind {parts.kind!r} are already registered "
-                          f"(pass override=True)")
-    _PARTS[parts.kind] = parts
-    return parts
+    return _PARTS.register(parts.kind, parts, override=override)
 
 
 def parts_for(target: "str | Target") -> AutotuneParts:
-    target = parse_target(target)
-    parts = _PARTS.get(target.kind)
-    if parts is None:
-        raise TargetError(f"target kind {target.kind!r} has no tuning parts registered "
-                          f"(autotune.targets has: {', '.join(_PARTS) or 'none'})")
-    return parts
+    return _PARTS.part_of(target)
 
 
 def describe(target: "str | Target"):

@@ -171,15 +171,9 @@ def check_resources(program: GPUProgram, limits: GPULimits = GPULimits(),
         if k.shared_bytes > limits.max_shared_bytes:
             return f"{k.name}: {k.shared_bytes} bytes of shared memory exceed {limits.max_shared_bytes}"
         report = None if result is None else result.kernels.get(k.name)
-        if report is None:
-            continue
-        if report.shared_bytes > limits.max_shared_bytes:
-            return f"{k.name}: ptxas reports {report.shared_bytes} bytes of shared memory (limit {limits.max_shared_bytes})"
-        if report.registers > limits.max_registers_per_thread:
-            return f"{k.name}: {report.registers} registers per thread exceed {limits.max_registers_per_thread}"
-        if report.registers * k.threads > limits.max_registers_per_block:
-            return (f"{k.name}: {report.registers} registers x {k.threads} threads exceed the "
-                    f"{limits.max_registers_per_block}-register file")
+        problem = _ptxas_problem(k.name, report, k.threads, limits)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -249,20 +243,27 @@ class CudaBackend(Backend):
                            " ".join((f"--gpu-architecture={self.arch}", *NVRTC_OPTIONS)))
 
 
+def _ptxas_problem(name: str, report, threads: int, limits: GPULimits) -> str | None:
+    """Why ptxas's resource report of kernel ``name`` (None: no report) breaks ``limits``."""
+    if report is None:
+        return None
+    if report.shared_bytes > limits.max_shared_bytes:
+        return f"{name}: ptxas reports {report.shared_bytes} bytes of shared memory (limit {limits.max_shared_bytes})"
+    if report.registers > limits.max_registers_per_thread:
+        return f"{name}: {report.registers} registers per thread exceed {limits.max_registers_per_thread}"
+    if report.registers * threads > limits.max_registers_per_block:
+        return (f"{name}: {report.registers} registers x {threads} threads exceed the "
+                f"{limits.max_registers_per_block}-register file")
+    return None
+
+
 def _compiled_resource_problem(source: str, result: NVRTCResult, limits: GPULimits) -> str | None:
     """Why ptxas's report of ``source``'s kernels breaks ``limits`` (threads per kernel from
     their ``__launch_bounds__``), or None."""
     for threads, name in _LAUNCH_BOUNDS.findall(source):
-        report = result.kernels.get(name)
-        if report is None:
-            continue
-        if report.shared_bytes > limits.max_shared_bytes:
-            return f"{name}: ptxas reports {report.shared_bytes} bytes of shared memory (limit {limits.max_shared_bytes})"
-        if report.registers > limits.max_registers_per_thread:
-            return f"{name}: {report.registers} registers per thread exceed {limits.max_registers_per_thread}"
-        if report.registers * int(threads) > limits.max_registers_per_block:
-            return (f"{name}: {report.registers} registers x {threads} threads exceed the "
-                    f"{limits.max_registers_per_block}-register file")
+        problem = _ptxas_problem(name, result.kernels.get(name), int(threads), limits)
+        if problem is not None:
+            return problem
     return None
 
 

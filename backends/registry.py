@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from schedule.ir import LoweredFunc
-from schedule.targets import Target, TargetError, parse_target
+from schedule.targets import KindTable, Target, parse_target
 
 
 @dataclass(frozen=True)
@@ -58,25 +58,20 @@ class Backend:
         return f"{type(self).__name__}({self.target})"
 
 
-_FACTORIES: dict[str, Callable[[Target], Backend]] = {}
+#: target kind -> ``factory(target) -> Backend``.
+_FACTORIES = KindTable("backend")
 
 
 def register_backend(kind: str, factory: Callable[[Target], Backend], *, override: bool = False) -> None:
     """Make ``factory(target)`` the backend of targets of ``kind``."""
-    if kind in _FACTORIES and _FACTORIES[kind] is not factory and not override:
-        raise TargetError(f"a backend for target kind {kind!r} is already registered (pass override=True)")
-    _FACTORIES[kind] = factory
+    _FACTORIES.register(kind, factory, override=override)
 
 
 def backend_kinds() -> tuple[str, ...]:
-    return tuple(_FACTORIES)
+    return _FACTORIES.kinds()
 
 
 def backend_for(target: "str | Target") -> Backend:
     """The backend of ``target`` (a spec or a Target)."""
     target = parse_target(target)
-    factory = _FACTORIES.get(target.kind)
-    if factory is None:
-        raise TargetError(f"no backend is registered for target kind {target.kind!r} "
-                          f"(backends have: {', '.join(_FACTORIES) or 'none'})")
-    return factory(target)
+    return _FACTORIES.part_of(target)(target)

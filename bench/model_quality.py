@@ -74,7 +74,7 @@ def _successful_records(db, workload_key: str) -> tuple[Task | None, dict[str, t
     pooled = f"all runs ({task.target})"
     groups: dict[str, tuple[list, list]] = {}
     for run in runs:
-        if run.target.kind != task.target:
+        if run.target.kind != task.target_kind:
             continue  # one target per workload: the first run's
         name = f"run {run.id} ({run.tuner}, seed {run.seed})"
         for rec in db.history(run.id):

@@ -8,13 +8,13 @@ the two built-in kinds (importing this package registers them). See ``base`` for
 new kind plugs in.
 """
 from .base import (
-    Target, TargetError, TargetKind, known_targets, parse_target, register_target_kind, target_kind,
+    KindTable, Target, TargetError, TargetKind, known_targets, parse_target, register_target_kind, target_kind,
     target_kinds,
 )
 from .cpu import CpuFacts, CpuKind, detect_cpu_facts
 from .cuda import CudaFacts, CudaKind
 
 __all__ = [
-    "Target", "TargetError", "TargetKind", "parse_target", "register_target_kind", "target_kind",
+    "KindTable", "Target", "TargetError", "TargetKind", "parse_target", "register_target_kind", "target_kind",
     "target_kinds", "known_targets", "CpuFacts", "CpuKind", "detect_cpu_facts", "CudaFacts", "CudaKind",
 ]

@@ -157,3 +157,35 @@ def parse_target(spec: "str | Target") -> Target:
     except KeyError:
         raise TargetError(f"unknown target {spec!r}: {kind.name} has no preset {preset!r}; "
                           f"{known_targets()}") from None
+
+
+class KindTable:
+    """One package's part per target kind: ``backends`` keeps its backend factories in one,
+    ``autotune`` its tuning parts, so each package registers beside the kind, not in it."""
+
+    def __init__(self, what: str):
+        self.what = what  # how errors name a part: "backend", "tuning parts"
+        self._parts: dict[str, Any] = {}
+
+    def register(self, kind: str, part, *, override: bool = False):
+        """Make ``part`` the one of ``kind``; registering the same object twice is harmless."""
+        if kind in self._parts and self._parts[kind] is not part and not override:
+            raise TargetError(f"the {self.what} of target kind {kind!r} is already registered "
+                              f"(pass override=True to replace it)")
+        self._parts[kind] = part
+        return part
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(self._parts)
+
+    def values(self) -> list:
+        return list(self._parts.values())
+
+    def part_of(self, target: "str | Target"):
+        """The part of ``target``'s kind (a spec or a Target)."""
+        kind = parse_target(target).kind
+        try:
+            return self._parts[kind]
+        except KeyError:
+            raise TargetError(f"target kind {kind!r} has no {self.what} registered "
+                              f"(kinds with one: {', '.join(self._parts) or 'none'})") from None

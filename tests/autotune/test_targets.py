@@ -190,3 +190,28 @@ def test_a_kind_may_register_its_own_feature_extractor():
         targets.register_autotune_parts(parts, override=True)
     cpu = Task("matmul", dict(M=16, N=16, K=16))
     assert not np.all(FeatureCache().get(cpu, cpu.space.sample(random.Random(0))) == 7.0)
+
+
+def test_each_package_keeps_one_part_per_kind_and_names_what_is_missing():
+    from schedule.targets import TargetKind, register_target_kind
+
+    assert {"cpu", "cuda"} <= set(backends.backend_kinds())
+    with pytest.raises(TargetError, match="backend of target kind 'cpu' is already registered"):
+        backends.register_backend("cpu", lambda target: None)
+
+    class Bare(TargetKind):  # a kind with schedule facts only: no backend, no tuning parts
+        name = "bare_test_kind"
+
+        def detect(self):
+            return CpuFacts("sse", 128, 1, 1, 1, 1, (), "bare")
+
+    from schedule.targets import base
+
+    register_target_kind(Bare())
+    try:
+        with pytest.raises(TargetError, match="'bare_test_kind' has no backend registered"):
+            backends.backend_for("bare_test_kind")
+        with pytest.raises(TargetError, match="'bare_test_kind' has no tuning parts registered"):
+            targets.parts_for("bare_test_kind")
+    finally:
+        base._KINDS.pop("bare_test_kind")
