@@ -9,8 +9,8 @@
 
 Public names are loaded on first use: ``import autotune`` stays cheap (the measuring
 process imports this package, and the cost model pulls in XGBoost, which takes
-seconds to import). The tuning loop lives in ``autotune.tuning`` and the
-apply-best dispatch in ``autotune.dispatch``.
+seconds to import). The tuning loop lives in ``autotune.tuning``, the
+apply-best dispatch in ``autotune.dispatch`` and ``replay`` in ``autotune.replaying``.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ _EXPORTS = {
     "LocalBuilder": "builder", "LocalRunner": "runner",
     "parse_target": "targets", "register_autotune_parts": "targets", "AutotuneParts": "targets",
     "make_tuner": "tuners",
+    "replay": "replaying", "Recording": "replaying", "ReplayReport": "replay_report",
 }
 __all__ = sorted(_EXPORTS)
 

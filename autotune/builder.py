@@ -7,9 +7,16 @@ one compilation per worker slot at a time, each with a timeout. Identical source
 batch (knobs that change nothing) compile once, and the backends' content-addressed
 compile cache makes a source seen in an earlier run or process free.
 
+Candidates too big to be worth compiling are pruned before the compiler starts: more
+than ``max_unrolled`` copies of a loop body from nested unrolled loops, or a source
+longer than ``max_source_chars`` (``invalid``, the message names the cap). A compiler
+that runs past the timeout is killed with every process it started
+(``backends.process.run_group``), and an interrupted build (Ctrl-C) kills the compiles
+in flight instead of waiting for them.
+
 Failures map to statuses by their type (``backends.errors``):
 
-    schedule.config.ConfigError, backends.ResourceLimitError   invalid
+    schedule.config.ConfigError, backends.ResourceLimitError   invalid (BuildLimitError: a cap above)
     backends.BuildTimeout                                      timeout
     backends.BuildError, te.TEError, NotImplementedError       compile_error
 """
@@ -22,19 +29,35 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
+from backends.errors import BuildLimitError
+from backends.process import kill_running_groups
+from schedule import ir
 from schedule.config import ConfigError
 from te.errors import TEError
 
 from .measure import BuildResult, Builder, MeasureInput, Status
 
 
+#: Most copies of one statement that nested unrolled loops may make. The spaces' unroll
+#: budgets stay far below; a hand-made or pathological schedule above it would keep the
+#: compiler busy for minutes.
+MAX_UNROLLED = 4096
+#: Longest generated source a candidate may have, in characters (generated kernels are a
+#: few thousand).
+MAX_SOURCE_CHARS = 1 << 20
+
+
 class LocalBuilder(Builder):
     """Compiles candidates of any target with ``n_workers`` concurrent compilations
-    (default: one per core)."""
+    (default: one per core), each within ``timeout`` seconds; candidates over
+    ``max_unrolled`` or ``max_source_chars`` are ``invalid`` without compiling."""
 
-    def __init__(self, n_workers: int | None = None, timeout: float = 60.0):
+    def __init__(self, n_workers: int | None = None, timeout: float = 60.0, max_unrolled: int = MAX_UNROLLED,
+                 max_source_chars: int = MAX_SOURCE_CHARS):
         self.n_workers = n_workers or os.cpu_count() or 1
         self.timeout = timeout
+        self.max_unrolled = max_unrolled
+        self.max_source_chars = max_source_chars
         self._backends: dict = {}
 
     def backend(self, target):
@@ -52,6 +75,7 @@ class LocalBuilder(Builder):
             t0 = time.perf_counter()
             try:
                 source = self.source(inp)
+                self._check_source_size(source)
             except (ConfigError, ResourceLimitError) as exc:
                 results[n] = BuildResult(Status.INVALID, error=str(exc), build_s=time.perf_counter() - t0)
                 continue
@@ -66,15 +90,32 @@ class LocalBuilder(Builder):
             codegen_s[n] = time.perf_counter() - t0  # added to the compile time below
         with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
             futures = {key: pool.submit(self._compile, *jobs[key]) for key in pending}
-            for key, future in futures.items():
-                status, artifact, error, seconds = future.result()
-                for n in pending[key]:
-                    results[n] = BuildResult(status, artifact, key, error, build_s=codegen_s[n] + seconds)
+            try:
+                for key, future in futures.items():
+                    status, artifact, error, seconds = future.result()
+                    for n in pending[key]:
+                        results[n] = BuildResult(status, artifact, key, error, build_s=codegen_s[n] + seconds)
+            except BaseException:  # interrupted: the pool must not wait for the compiles in flight
+                for future in futures.values():
+                    future.cancel()
+                kill_running_groups()
+                raise
         return results  # type: ignore[return-value]
 
     def source(self, inp: MeasureInput) -> str:
-        """The source of one candidate in its target's language (lowering checks the config first)."""
-        return self.backend(inp.task.target).generate_source(inp.task.lower(inp.config))
+        """The source of one candidate in its target's language (lowering checks the config
+        first; a candidate over ``max_unrolled`` raises ``BuildLimitError``)."""
+        func = inp.task.lower(inp.config)
+        copies = unrolled_copies(func)
+        if copies > self.max_unrolled:
+            raise BuildLimitError(f"unrolled loops make {copies} copies of a statement, over the builder's "
+                                  f"cap of {self.max_unrolled} (LocalBuilder max_unrolled)")
+        return self.backend(inp.task.target).generate_source(func)
+
+    def _check_source_size(self, source: str) -> None:
+        if len(source) > self.max_source_chars:
+            raise BuildLimitError(f"the source has {len(source)} characters, over the builder's cap of "
+                                  f"{self.max_source_chars} (LocalBuilder max_source_chars)")
 
     def _compile(self, backend, source: str):
         t0 = time.perf_counter()
@@ -89,3 +130,14 @@ class LocalBuilder(Builder):
         except (OSError, subprocess.SubprocessError) as exc:
             return Status.COMPILE_ERROR, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0
         return Status.OK, str(artifact), None, time.perf_counter() - t0
+
+
+def unrolled_copies(func: ir.LoweredFunc) -> int:
+    """The most copies of one statement that unrolling makes: the largest product of the
+    trip counts of nested unrolled loops (a loop of unknown trip count is not unrolled)."""
+    def most(stmt: ir.Stmt, copies: int) -> int:
+        if isinstance(stmt, ir.For) and stmt.kind == ir.UNROLLED:
+            copies *= ir.max_trip_count(stmt.extent) or 1
+        return max([copies, *(most(child, copies) for child in ir.child_stmts(stmt))])
+
+    return most(func.body, 1)

@@ -83,7 +83,9 @@ class LocalRunner(Runner):
 
         A fresh interpreter (not fork) keeps the worker free of the tuner's threads and
         OpenMP state, and unlike multiprocessing's spawn it never re-imports the
-        user's main script.
+        user's main script. The worker dies with this process (``backends.process.
+        die_with_parent``; on Linux, with the thread that starts it), even when this
+        process is killed with SIGKILL and cannot stop it.
         """
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
@@ -91,7 +93,7 @@ class LocalRunner(Runner):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "autotune.runner_worker", str(to_child_r), str(to_parent_w)],
+            [sys.executable, "-m", "autotune.runner_worker", str(to_child_r), str(to_parent_w), str(os.getpid())],
             pass_fds=(to_child_r, to_parent_w), env=env, stdin=subprocess.DEVNULL,
         )
         os.close(to_child_r)
@@ -99,8 +101,12 @@ class LocalRunner(Runner):
         self._proc = proc
         self._send = Connection(to_child_w, readable=False)
         self._conn = Connection(to_parent_r, writable=False)
-        self._send.send(("setup", task.workload_name, task.params, self.seed))
-        status, payload = self._wait(self.setup_timeout)
+        try:
+            self._send.send(("setup", task.workload_name, task.params, self.seed))
+            status, payload = self._wait(self.setup_timeout)
+        except BaseException:  # an interrupt during the set-up: stop the worker too
+            self.close()
+            raise
         if status != "ready":
             self.close()
             raise RuntimeError(f"the measuring process failed to set up {task.key}: {payload}")
@@ -112,20 +118,24 @@ class LocalRunner(Runner):
             self._start(task)
 
     def close(self) -> None:
-        if self._proc is not None:
-            try:
-                self._send.send(("exit",))
-            except OSError:
-                pass
-            try:
-                self._proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        for conn in (self._send, self._conn):
-            if conn is not None:
-                conn.close()
-        self._proc = self._send = self._conn = self._task_key = None
+        """Stop the measuring process: asked to exit, killed if it has not within 2 s or if
+        the wait is interrupted (Ctrl-C), so that no path leaves it running."""
+        proc = self._proc
+        try:
+            if proc is not None and proc.poll() is None:
+                try:
+                    self._send.send(("exit",))
+                    proc.wait(timeout=2)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        finally:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for conn in (self._send, self._conn):
+                if conn is not None:
+                    conn.close()
+            self._proc = self._send = self._conn = self._task_key = None
 
     def __enter__(self):
         return self

@@ -1,9 +1,10 @@
 """The measuring process: loads compiled kernels, verifies them, times them.
 
-It runs apart from the tuner (``python -m autotune.runner_worker``, started by
-``runner.LocalRunner`` with two pipes), so a kernel that crashes or hangs takes only
-this process down; ``runner.LocalRunner`` notices, records the trial
-and starts a new one. Messages over a pipe:
+It runs apart from the tuner (``python -m autotune.runner_worker INBOX OUTBOX TUNER_PID``,
+started by ``runner.LocalRunner`` with two pipes), so a kernel that crashes or hangs takes
+only this process down; ``runner.LocalRunner`` notices, records the trial and starts a new
+one. It dies with the tuner, even one killed with SIGKILL (``backends.process.
+die_with_parent``), and leaves when its inbox closes. Messages over a pipe:
 
     ("setup", workload_name, params, seed)  -> ("ready", None)
     ("run", artifact, function, options)    -> (status, payload)
@@ -150,6 +151,9 @@ def _pin_openmp_runtime() -> None:
 def main(argv: list[str]) -> None:
     from multiprocessing.connection import Connection
 
+    from backends.process import die_with_parent
+
+    die_with_parent(int(argv[2]))  # nobody else would stop us if the tuner were killed
     _pin_openmp_runtime()
     import signal
 

@@ -26,9 +26,11 @@ import numpy as np
 from te import dtypes
 from schedule import ir
 from schedule.ir import For, LoweredFunc
+from schedule.targets.cpu import host_cpu_facts
 
 from .c_family import CSourcePrinter, Dialect
 from .errors import BuildError, BuildTimeout
+from .process import run_group
 from .registry import Backend, BackendInfo
 
 CC = os.environ.get("CC", "gcc")
@@ -89,19 +91,9 @@ def cache_dir() -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_model() -> str:
     """The CPU's model name (kernels built with -march=native run only on such CPUs)."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return host_cpu_facts().model
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,7 +106,10 @@ def compiler_version() -> str:
 
 
 def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float | None = 60.0) -> Path:
-    """Compile ``source`` to a shared object (or reuse the cached one) and return its path."""
+    """Compile ``source`` to a shared object (or reuse the cached one) and return its path.
+
+    gcc runs with ``process.run_group``: on a timeout (``BuildTimeout``), an interrupt, or
+    the death of the calling thread, gcc and every process it started are killed."""
     # -march=native makes the binary CPU-specific: the CPU model is part of the key.
     key = hashlib.sha256("\0".join((compiler_version(), cpu_model(), *flags, source)).encode()).hexdigest()[:32]
     target = cache_dir() / f"k_{key}.so"
@@ -124,10 +119,11 @@ def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float 
         src = Path(tmp) / "kernel.c"
         src.write_text(source)
         out = Path(tmp) / "kernel.so"
-        try:
-            proc = subprocess.run([CC, *flags, str(src), "-o", str(out)], capture_output=True, text=True, timeout=timeout)
+        try:  # in a process group of its own: a timeout stops cc1, as and ld too, not only the driver
+            proc = run_group([CC, *flags, str(src), "-o", str(out)], timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise BuildTimeout(f"gcc timed out after {timeout} s") from None
+            raise BuildTimeout(f"gcc timed out after {timeout} s (it and the processes it started were killed)") \
+                from None
         if proc.returncode != 0:
             raise BuildError(f"gcc failed:\n{proc.stderr.strip()[:4000]}")
         partial = target.with_suffix(f".{os.getpid()}.tmp")  # the temp dir may be on another filesystem

@@ -19,14 +19,14 @@ The names backed by SQLAlchemy load on first use (PEP 562 ``__getattr__``): the 
 process needs only ``records.Status`` and starts without importing SQLAlchemy.
 """
 import importlib
-from .errors import DatabaseError, RecordFormatError
+from .errors import DatabaseError, NoDatabaseError, RecordFormatError
 from .records import (
     ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, MeasureRecord, RunInfo, Status, TargetInfo,
     TargetSummary, WorkloadSummary, check_target_kind, config_hash,
 )
 
 __all__ = [
-    "Database", "DatabaseError", "RecordFormatError", "MeasureRecord", "TargetInfo", "RunInfo",
+    "Database", "DatabaseError", "NoDatabaseError", "RecordFormatError", "MeasureRecord", "TargetInfo", "RunInfo",
     "WorkloadSummary", "TargetSummary", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "Status",
     "check_target_kind",
     "MAX_ERROR_CHARS", "SCHEMA_VERSION", "config_hash", "apply_best", "lookup_best", "active_database",

@@ -12,6 +12,10 @@ plain dataclasses of ``records.py``. A process killed at any point leaves every 
 ``add_records`` returned from readable. Failures surface as ``DatabaseError`` with a
 one-line message naming the database; wrong argument values as ``ValueError``.
 
+``Database(url, create=False)`` opens an existing database only, for reading: a missing
+SQLite file, or a database without our tables, is a ``DatabaseError`` and nothing is
+created. Writers (tuning, importing) open with the default ``create=True``.
+
 Open one ``Database`` per process (a forked child must not reuse its parent's connections);
 several processes may write the same SQLite file at once (see engine.py).
 
@@ -33,31 +37,36 @@ from sqlalchemy.orm import Session, sessionmaker
 from . import jsonl, rows
 from .engine import open_engine, writer
 from .errors import DatabaseError, one_line
-from .location import describe, prepare_sqlite_file, resolve_url, sqlite_file
+from .location import describe, prepare_sqlite_file, require_sqlite_file, resolve_url, sqlite_file
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
 from .records import (
     ERROR_STATUSES, MeasureRecord, RunInfo, TargetInfo, TargetSummary, WorkloadSummary,
     check_run_status, default_tool_version, utc_now,
 )
 from .rows import TargetFilter
-from .schema import ensure_schema
+from .schema import ensure_schema, stored_version
 
 _CORRUPT_HINTS = ("not a database", "malformed", "file is encrypted")
 
 
 class Database:
-    """A tuning database at ``url`` (any SQLAlchemy URL or a file path; None: the default)."""
+    """A tuning database at ``url`` (any SQLAlchemy URL or a file path; None: the default).
 
-    def __init__(self, url: str | os.PathLike | URL | None = None):
+    ``create=False``: open it only if it exists (see the module docstring).
+    """
+
+    def __init__(self, url: str | os.PathLike | URL | None = None, *, create: bool = True):
         self.url = resolve_url(url)
         self.location = describe(self.url)       # how messages name this database
         self.path = sqlite_file(self.url)         # the SQLite file, or None
         if self.path is not None:
-            prepare_sqlite_file(self.path)
+            (prepare_sqlite_file if create else require_sqlite_file)(self.path)
         self._engine = None
         try:
-            self._engine = open_engine(self.url)
+            self._engine = open_engine(self.url, create=create)
             self._writer = writer(self._engine)
+            if not create:
+                self._require_schema()
             ensure_schema(self._engine, self._writer, self.location)
         except DatabaseError:
             self.close()
@@ -87,6 +96,12 @@ class Database:
 
     def __repr__(self) -> str:
         return f"Database({self.location!r})"
+
+    def _require_schema(self) -> None:
+        """Refuse to read a database that has none of our tables (rather than create them)."""
+        with self._engine.connect() as conn:
+            if stored_version(conn, self.location) is None:
+                raise DatabaseError(f"{self.location}: not a tuning database (none of its tables are there)")
 
     def _describe_failure(self, exc: BaseException, doing: str) -> str:
         message = one_line(exc)

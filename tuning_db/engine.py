@@ -16,6 +16,10 @@ busy_timeout cannot help). Readers use a plain ``BEGIN``; writers use the engine
 up front, waiting up to busy_timeout for it, so concurrent writers queue instead of failing.
 Other databases (PostgreSQL for shared use) get none of this and need none of it.
 
+``open_engine(url, create=False)`` connects to an existing SQLite file only (SQLite's
+``mode=rw``, which never creates the file), for the commands that only read; it leaves
+the journal mode as it is (a file made by a writer is in WAL mode already, for good).
+
 Switching a new file to WAL is the one step busy_timeout does not cover: while another
 process is switching (or creating the file), SQLite answers ``PRAGMA journal_mode = WAL``
 with "database is locked" at once, without calling the busy handler. Two runs started
@@ -24,9 +28,12 @@ retried (with a short random back-off) until busy_timeout has passed.
 """
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import time
+from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
@@ -42,17 +49,26 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def open_engine(url: URL) -> Engine:
+def open_engine(url: URL, create: bool = True) -> Engine:
+    """The engine of ``url``; ``create=False``: a SQLite file must exist already."""
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
-    if sqlite_file(url) is None:
+    path = sqlite_file(url)
+    if path is None:
         # In-memory: one shared connection, or every session would see its own empty database.
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
-    else:
+    elif create:
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
-    event.listen(engine, "connect", _configure_sqlite_connection)
+    else:
+        engine = create_engine(url, creator=functools.partial(_connect_existing, path))
+    event.listen(engine, "connect", _configure_sqlite_connection if create else _configure_sqlite_reader)
     event.listen(engine, "begin", _begin_sqlite_transaction)
     return engine
+
+
+def _connect_existing(path: Path) -> sqlite3.Connection:
+    """A connection to the file ``path`` that fails, rather than create it, when it is missing."""
+    return sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S)
 
 
 def writer(engine: Engine) -> Engine:
@@ -62,16 +78,22 @@ def writer(engine: Engine) -> Engine:
     return engine.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
 
 
-def _configure_sqlite_connection(dbapi_connection, connection_record) -> None:
+def _configure_sqlite_connection(dbapi_connection, connection_record, wal: bool = True) -> None:
     dbapi_connection.isolation_level = None  # the sqlite3 module must not issue BEGIN itself
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        _switch_to_wal(cursor)
+        if wal:
+            _switch_to_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _configure_sqlite_reader(dbapi_connection, connection_record) -> None:
+    """``_configure_sqlite_connection`` for an existing file opened to read: no journal switch."""
+    _configure_sqlite_connection(dbapi_connection, connection_record, wal=False)
 
 
 def _switch_to_wal(cursor) -> None:
@@ -82,7 +104,8 @@ def _switch_to_wal(cursor) -> None:
             cursor.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
                 raise
         time.sleep(random.uniform(0.005, 0.05))
 

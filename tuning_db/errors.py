@@ -13,6 +13,10 @@ class DatabaseError(Exception):
     """The tuning database cannot do what was asked; the message says why, on one line."""
 
 
+class NoDatabaseError(DatabaseError):
+    """A database opened only to read does not exist (nothing was created)."""
+
+
 class RecordFormatError(DatabaseError, ValueError):
     """A JSON-lines record file is malformed; the message names the file and the line."""
 

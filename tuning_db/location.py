@@ -5,9 +5,11 @@
     "sqlite:///t.db", "postgresql://host/db", ...   -> used as given (any SQLAlchemy URL)
     "runs/t.db", Path("~/t.db")                     -> a SQLite file at that path
 
-``AUTOTUNE_DB`` may itself be a URL or a plain path. The directory of a SQLite file is
-created when missing; a location that cannot be created or written is reported as a
-``DatabaseError`` naming it.
+``AUTOTUNE_DB`` may itself be a URL or a plain path. Opened to write, the directory of a
+SQLite file is created when missing (``prepare_sqlite_file``); a location that cannot be
+created or written is reported as a ``DatabaseError`` naming it. Opened to read only, a
+missing file is such an error and nothing is created (``require_sqlite_file``): a
+mistyped path must not leave an empty database behind.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from .errors import DatabaseError
+from .errors import DatabaseError, NoDatabaseError
 
 ENV_VAR = "AUTOTUNE_DB"
 
@@ -78,3 +80,11 @@ def prepare_sqlite_file(path: Path) -> None:
             raise DatabaseError(f"{path}: is a directory, not a database file")
     elif not os.access(parent, os.W_OK | os.X_OK):
         raise DatabaseError(f"{path}: directory {parent} is not writable")
+
+
+def require_sqlite_file(path: Path) -> None:
+    """Check that the database file ``path`` exists (to read it), creating nothing."""
+    if path.is_dir():
+        raise DatabaseError(f"{path}: is a directory, not a database file")
+    if not path.exists():
+        raise NoDatabaseError(f"{path}: no tuning database here (the file does not exist)")

@@ -5,7 +5,8 @@
 
 Modules, one noun each: ``tune_cmd`` (the op commands, generated from the workload
 signatures), ``log_cmd`` (database inspection), ``options`` (shared options and types),
-``report`` (progress bar and summary). Every command is a thin layer over the library
+``report`` (progress bar and summary), ``replay_cmd`` (``sample`` and ``replay``: search
+strategies compared on recorded measurements). Every command is a thin layer over the library
 (``autotune.tune``, ``tuning_db.Database``); the library's own errors (``TaskError``,
 ``DatabaseError``, ``ValueError``) become a one-line ``Error: ...`` and exit status 1,
 bad options a usage error with status 2. ``AUTOTUNE_DEBUG=1`` shows their tracebacks.
@@ -18,6 +19,7 @@ import sys
 import click
 
 from .log_cmd import log_group
+from .replay_cmd import replay_cmd, sample_cmd
 from .tune_cmd import op_commands
 
 
@@ -66,6 +68,8 @@ def cli():
 for _command in op_commands():
     cli.add_command(_command)
 cli.add_command(log_group)
+cli.add_command(sample_cmd)
+cli.add_command(replay_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

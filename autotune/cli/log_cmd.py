@@ -1,5 +1,6 @@
 """``autotune log ...``: look into the tuning database. Each command opens the database,
-calls one ``tuning_db.Database`` method and prints its answer as a table.
+calls one ``tuning_db.Database`` method and prints its answer as a table. Every command
+but ``import`` only reads: a database that does not exist is an error, never created.
 
 Workload KEY arguments take the exact key, a unique prefix of it, or an op name that
 has only one workload in the database (``matmul``).
@@ -65,7 +66,7 @@ def workloads_cmd(db_url, target):
 
     Example: autotune log workloads --target cpu
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         _table(["key", "name", "records", "best GFLOP/s"],
                [[w.key, w.name, w.n_records, w.best_gflops] for w in db.list_workloads(target)])
 
@@ -77,7 +78,7 @@ def targets_cmd(db_url):
 
     Example: autotune log targets
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         _table(["kind", "device", "compiler", "flags", "host", "workloads", "records"],
                [[t.target.kind, t.target.device, t.target.compiler, t.target.flags, t.target.host,
                  t.n_workloads, t.n_records] for t in db.list_targets()])
@@ -91,7 +92,7 @@ def runs_cmd(db_url, workload):
 
     Example: autotune log runs --workload matmul
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload) if workload else None
         _table(["id", "workload", "target", "tuner", "seed", "status", "records", "requested", "ok",
                 "best GFLOP/s", "started"],
@@ -109,7 +110,7 @@ def top_cmd(db_url, workload, k, target):
 
     Example: autotune log top matmul -k 5 --target cpu
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload)
         click.echo(f"workload: {key}")
         _table(["record", "GFLOP/s", "median ms", "spread", "run", "trial", "target", "config"],
@@ -127,7 +128,7 @@ def history_cmd(db_url, run_id, plot):
 
     Example: autotune log history 3 --plot history.png
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         run = db.get_run(run_id)
         records = db.history(run_id)
         curve = db.best_so_far(run_id)
@@ -176,7 +177,7 @@ def errors_cmd(db_url, workload, target):
 
     Example: autotune log errors --workload matmul
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload) if workload else None
         found = db.errors_by_status(key, target)
     if not found:
@@ -195,7 +196,7 @@ def export_cmd(db_url, file, workload):
 
     Example: autotune log export records.jsonl --workload matmul
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload) if workload else None
         try:
             count = db.export_jsonl(sys.stdout if file == "-" else file, key)
@@ -212,7 +213,7 @@ def import_cmd(db_url, file):
 
     Example: autotune log import records.jsonl --db other.db
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url) as db:  # the one command here that writes: it creates the database
         try:
             count = db.import_jsonl(sys.stdin if file == "-" else file)
         except OSError as exc:
@@ -230,7 +231,7 @@ def show_cmd(db_url, record_id, what):
 
     Example: autotune log show 42 --source
     """
-    with opt.open_db(db_url) as db:
+    with opt.open_db(db_url, create=False) as db:
         record = db.get_record(record_id)
         if record is None:
             raise click.ClickException(f"no record with id {record_id} in {db.location}")

@@ -62,11 +62,15 @@ def db_option(fn: Callable) -> Callable:
     )(fn)
 
 
-def open_db(db_url: str | None):
-    """Open the ``tuning_db.Database`` (a ``DatabaseError`` becomes a one-line ``Error:`` in ``main``)."""
+def open_db(db_url: str | None, create: bool = True):
+    """Open the ``tuning_db.Database`` (a ``DatabaseError`` becomes a one-line ``Error:`` in ``main``).
+
+    Commands that only read pass ``create=False``: a database that does not exist is then
+    an error naming it, and no file or folder is created.
+    """
     import tuning_db  # here, not at the top: SQLAlchemy takes a while to import
 
-    return tuning_db.Database(db_url)
+    return tuning_db.Database(db_url, create=create)
 
 
 def resolve_workload(db, text: str) -> str:
@@ -127,8 +131,9 @@ class TargetKindParam(click.ParamType):
 
 def choose_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Refuse a target the tuning loop cannot measure on here (``autotune.targets``);
-    ``auto`` is resolved when the run starts, which then says what it picked."""
-    if value == "auto":
+    ``auto`` is resolved when the run starts, which then says what it picked. Printing
+    the lowering passes measures nothing, so any target may be printed."""
+    if value == "auto" or ctx.params.get("print_passes"):
         return value
     from ..targets import measure_problem
 
@@ -179,7 +184,7 @@ def tuning_options(fn: Callable) -> Callable:
                      help="Measure NumPy (cuBLAS on cuda) on the same workload for comparison."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar on stderr [default: when stderr is a terminal]."),
-        click.option("--print-passes", is_flag=True,
+        click.option("--print-passes", is_flag=True, is_eager=True,  # read before --target's check
                      help="Print the loop IR as built and after each lowering pass of the target's pipeline, "
                           "for the schedule a build would use (the best stored, else the default), and exit "
                           "without tuning."),

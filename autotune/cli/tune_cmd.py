@@ -161,8 +161,7 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
     chosen, note = targets.resolve(target)  # "auto": the best kind measurable here
     task = Task(op, params, chosen)
     if print_passes:
-        with opt.open_db(db_url) as db:
-            print_lowering_passes(task, db)
+        print_lowering_passes(task, db_url)
         return
     wants_clean_blas = targets.parts_for(task.target).anchor.wants_clean_blas(task)
     if anchor and wants_clean_blas and anchors.blas_overrides_set():
@@ -190,15 +189,20 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
             raise click.ClickException("no trial succeeded; `autotune log errors` shows why")
 
 
-def print_lowering_passes(task: Task, db) -> None:
-    """The IR of the schedule ``autotune.build`` would use, after each pass of the target's pipeline."""
-    from tuning_db import NoTunedConfigWarning
+def print_lowering_passes(task: Task, db_url: str | None) -> None:
+    """The IR of the schedule ``autotune.build`` would use, after each pass of the target's
+    pipeline. Reads the database only: a missing one means nothing is tuned."""
+    from tuning_db import NoDatabaseError, NoTunedConfigWarning
 
-    from ..dispatch import best_config
+    from ..dispatch import best_config, default_config
 
     with warnings.catch_warnings():  # the first line below says so when nothing is tuned
         warnings.simplefilter("ignore", NoTunedConfigWarning)
-        config, record = best_config(task, db)
+        try:
+            with opt.open_db(db_url, create=False) as db:
+                config, record = best_config(task, db)
+        except NoDatabaseError:
+            config, record = default_config(task), None
     which = f"record {record.id}" if record is not None else "the default schedule (no record stored)"
     click.echo(f"# {task.key} on {task.target}, {which}: {config}")
     s, args = task.space.apply(config)

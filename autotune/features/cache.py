@@ -22,10 +22,16 @@ PARALLEL_MIN = 32
 _WORKER_TASKS: dict = {}
 
 
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the tuner, which shuts the pool down."""
+def _start_worker(parent_pid: int) -> None:
+    """Pool worker set-up: leave Ctrl-C to the tuner, which shuts the pool down, and die
+    with the tuner. A forked worker holds copies of the tuner's pipes (the measuring
+    process's inbox among them): outliving a tuner killed with SIGKILL, it would keep that
+    process waiting, and the caller's stdout open, for ever."""
     import signal
 
+    from backends.process import die_with_parent
+
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -119,12 +125,13 @@ class FeatureCache:
         t0 = time.perf_counter()
         if self._pool is None:
             import multiprocessing
+            import os
             from concurrent.futures import ProcessPoolExecutor
 
             # fork: children inherit the registered workloads (also user ones) and need no
             # re-import; they only lower and extract, never run OpenMP code.
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_ignore_sigint)
+                                             initializer=_start_worker, initargs=(os.getpid(),))
         jobs = [(task.workload_name, task.params, task.target, c.to_json()) for c in configs]
         chunk = max(1, len(jobs) // (4 * self.workers))
         for config, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):

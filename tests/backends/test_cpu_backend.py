@@ -179,14 +179,14 @@ def test_build_error_carries_gcc_diagnostics(tmp_path, monkeypatch):
 def test_compile_cache_builds_once(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
     compiles = []
-    real_run = cpu.subprocess.run
+    real_run = cpu.run_group
 
     def counting_run(cmd, *args, **kwargs):
         if "-o" in cmd:
             compiles.append(cmd)
         return real_run(cmd, *args, **kwargs)
 
-    monkeypatch.setattr(cpu.subprocess, "run", counting_run)
+    monkeypatch.setattr(cpu, "run_group", counting_run)
 
     def build():
         wl = te.create_workload("matmul", M=9, N=10, K=3)

@@ -9,7 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+import tuning_db
+from autotune.cli import cli
+from autotune.cli.log_cmd import log_group
 from autotune.cli.options import gpu_available
 
 from cli_helpers import TINY_MATMUL, cli_env
@@ -18,6 +22,7 @@ USAGE, LIBRARY = 2, 1
 NOT_A_DIR = "a-file"
 CORRUPT = "corrupt.db"
 BAD_JSONL = "bad.jsonl"
+EMPTY_DB = "empty.db"
 
 CASES = {
     "trials 0": (["matmul", "--trials", "0"], USAGE, "Invalid value for '--trials': 0 is not in the range x>=1."),
@@ -39,9 +44,9 @@ CASES = {
                           f"{CORRUPT}: not a SQLite database, or the file is corrupt"),
     "corrupt db (log)": (["log", "workloads", "--db", CORRUPT], LIBRARY,
                          f"{CORRUPT}: not a SQLite database, or the file is corrupt"),
-    "unknown record": (["log", "show", "999", "--db", "t.db"], LIBRARY, "no record with id 999 in "),
-    "unknown run": (["log", "history", "999", "--db", "t.db"], LIBRARY, "no tuning run with id 999"),
-    "unknown workload": (["log", "top", "conv2d", "--db", "t.db"], LIBRARY, "no workload 'conv2d' in "),
+    "unknown record": (["log", "show", "999", "--db", EMPTY_DB], LIBRARY, "no record with id 999 in "),
+    "unknown run": (["log", "history", "999", "--db", EMPTY_DB], LIBRARY, "no tuning run with id 999"),
+    "unknown workload": (["log", "top", "conv2d", "--db", EMPTY_DB], LIBRARY, "no workload 'conv2d' in "),
     "malformed import": (["log", "import", BAD_JSONL, "--db", "t.db"], LIBRARY, BAD_JSONL),
 }
 if not gpu_available():
@@ -57,6 +62,7 @@ def results(tmp_path_factory):
         (root / NOT_A_DIR).write_text("a file, not a directory")
         (root / CORRUPT).write_bytes(b"this is not sqlite " * 100)
         (root / BAD_JSONL).write_text('{"format": "autotune-record"}\n')
+        tuning_db.Database(root / EMPTY_DB).close()
         procs[name] = subprocess.Popen(
             [sys.executable, "-m", "autotune.cli", *args], cwd=root, env=cli_env(root),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -73,3 +79,48 @@ def test_bad_input_is_one_line_error(results, name):
     assert last.startswith("Error: ") and message in last, err
     if status == LIBRARY:
         assert err.count("\n") == 1, "a library error is exactly one line"
+
+
+#: Every ``autotune log`` command that only reads, with the arguments it needs.
+READ_COMMANDS = {
+    "workloads": ["log", "workloads"],
+    "targets": ["log", "targets"],
+    "runs": ["log", "runs"],
+    "top": ["log", "top", "matmul"],
+    "history": ["log", "history", "1"],
+    "errors": ["log", "errors"],
+    "export": ["log", "export", "out.jsonl"],
+    "show": ["log", "show", "1"],
+}
+
+
+def test_every_reading_log_command_is_checked():
+    assert set(READ_COMMANDS) == set(log_group.commands) - {"import"}
+
+
+@pytest.mark.parametrize("name", sorted(READ_COMMANDS))
+def test_reading_a_missing_database_is_an_error_that_creates_nothing(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "mistyped" / "t.db"
+    result = CliRunner().invoke(cli, [*READ_COMMANDS[name], "--db", str(missing)])
+    assert result.exit_code == LIBRARY, result.output
+    assert result.stderr.splitlines() == [f"Error: {missing}: no tuning database here (the file does not exist)"]
+    assert not missing.parent.exists()
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_reading_the_missing_default_database_creates_no_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("AUTOTUNE_DB", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    result = CliRunner().invoke(cli, ["log", "workloads"])
+    assert result.exit_code == LIBRARY
+    assert f"{tmp_path / 'cache' / 'autotune' / 'tuning.db'}: no tuning database here" in result.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+def test_import_still_creates_the_database(tmp_path):
+    created = tmp_path / "new" / "t.db"
+    (tmp_path / "none.jsonl").write_text("")
+    result = CliRunner().invoke(cli, ["log", "import", str(tmp_path / "none.jsonl"), "--db", str(created)])
+    assert result.exit_code == 0, result.output
+    assert created.exists()

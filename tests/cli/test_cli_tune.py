@@ -43,6 +43,14 @@ def test_print_passes_shows_the_stored_best_after_each_pass_and_tunes_nothing(tu
         assert len(db.list_runs()) == 1
 
 
+def test_print_passes_needs_no_device_and_shows_the_gpu_pipeline(cli):
+    proc = cli.run(*TINY_MATMUL, "--target", "cuda:a100", "--print-passes")
+    assert re.search(r"^# matmul.* on cuda:a100, the default schedule \(no record stored\): cuda-v1", proc.stdout, re.M)
+    sections = re.findall(r"^# ---- after (\w+)$", proc.stdout, re.M)
+    assert sections == ["build"] + [p.name for p in passes.pipeline("gpu")]
+    assert not cli.db.exists()  # printing reads the database only: a missing one stays missing
+
+
 def test_anchor_run_restarts_once_without_openblas_overrides(tuned):
     _, proc = tuned
     assert proc.stderr.count("note: restarting without OPENBLAS_L2_SIZE") == 1
@@ -65,10 +73,12 @@ def test_op_without_a_fair_numpy_equivalent_says_no_anchor(cli):
 
 
 def test_database_location_follows_env_then_xdg(cli):
+    (cli.root / "none.jsonl").write_text("")  # `log import` writes, so it creates the database
     env = cli_env(cli.root, AUTOTUNE_DB=str(cli.root / "from-env.db"))
+    cli.run("log", "import", "none.jsonl", db=False, env=env)
     proc = cli.run("log", "workloads", db=False, env=env)
     assert (cli.root / "from-env.db").exists() and proc.stdout.startswith("key")
-    cli.run("log", "workloads", db=False)
+    cli.run("log", "import", "none.jsonl", db=False)
     assert (cli.root / "xdg-cache" / "autotune" / "tuning.db").exists()
 
 

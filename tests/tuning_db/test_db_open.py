@@ -140,3 +140,30 @@ def test_bad_urls_and_closed_databases_raise_database_error(tmp_path):
     db.close()
     with pytest.raises(DatabaseError, match="t.db: the database is closed"):
         db.best("matmul{}")
+
+
+def test_opening_to_read_creates_nothing(tmp_path):
+    missing = tmp_path / "no" / "such" / "t.db"
+    with pytest.raises(DatabaseError) as info:
+        Database(missing, create=False)
+    assert str(info.value) == f"{missing}: no tuning database here (the file does not exist)"
+    assert not (tmp_path / "no").exists()
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(DatabaseError, match="is a directory"):
+        Database(tmp_path / "dir.db", create=False)
+
+
+def test_opening_to_read_leaves_a_foreign_file_untouched(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")                       # a valid, empty SQLite file: no tables to read
+    with pytest.raises(DatabaseError, match=f"{empty}: not a tuning database"):
+        Database(empty, create=False)
+    assert empty.read_bytes() == b""
+
+
+def test_opening_to_read_reads_an_existing_database(tmp_path):
+    path = tmp_path / "t.db"
+    with Database(path) as db:
+        db.add_records(start(db), [make_record(0)])
+    with Database(path, create=False) as db:
+        assert len(db.history(1)) == 1
