@@ -18,7 +18,7 @@ import importlib
 
 #: public name -> the submodule defining it
 _EXPORTS = {
-    "Task": "task", "TaskError": "task",
+    "Task": "task", "TaskError": "task", "TaskTooLarge": "task",
     "tune": "tuning", "TuneResult": "tuning", "Trial": "tuning", "Progress": "tuning",
     "TuningLoop": "loop", "TuningCallback": "loop",
     "build": "dispatch", "default_config": "dispatch",

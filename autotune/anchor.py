@@ -26,6 +26,7 @@ through CuPy (``cupy_gflops``), timed with CUDA events. ``NumpyAnchor`` and
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -33,6 +34,8 @@ import time
 from typing import Callable
 
 import numpy as np
+
+from te import dtypes
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Set in the environment of the restarted process so that a failed clean-up cannot loop.
@@ -184,6 +187,27 @@ def has_numpy_anchor(task) -> bool:
             and p.get("out_dtype") in (None, p.get("dtype")))
 
 
+def numpy_workspace_bytes(task) -> int:
+    """About how many bytes ``numpy_equivalent(task)`` and its runs hold (0 without an anchor):
+    the inputs and the output, and for conv2d the im2col columns, the padded input and the
+    copies of the output the layout change makes."""
+    if not has_numpy_anchor(task):
+        return 0
+    from te.evaluate import tensor_nbytes
+
+    wl = task.workload
+    inputs = sum(tensor_nbytes(t) for t in wl.inputs)
+    outputs = sum(tensor_nbytes(t) for t in wl.outputs)
+    if task.workload_name != "conv2d":
+        return inputs + outputs
+    data, kernel = wl.inputs[0], wl.inputs[1]
+    (out,) = wl.outputs
+    channels_out = kernel.shape[0] if task.params.get("layout", "NCHW") == "NCHW" else kernel.shape[-1]
+    # im2col: one row per output pixel, one column per (r, s, c) tap
+    columns = (math.prod(out.shape) // channels_out) * (math.prod(kernel.shape) // channels_out)
+    return inputs + 3 * outputs + tensor_nbytes(data) + columns * dtypes.nbytes(data.dtype)
+
+
 def numpy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -> float | None:
     """NumPy's GFLOP/s on ``task``'s workload, measured here; None (and "no anchor" printed
     unless ``quiet``) for ops without a fair NumPy equivalent. FLOPs are the task's own."""
@@ -254,6 +278,10 @@ class NumpyAnchor:
         """Whether measuring ``task`` needs the restart without the OpenBLAS overrides."""
         return has_numpy_anchor(task)
 
+    def workspace_bytes(self, task) -> int:
+        """Host memory measuring ``task`` takes (for the size check before tuning)."""
+        return numpy_workspace_bytes(task)
+
     def measure(self, task) -> dict:
         """dict(name, gflops, blas), or dict(why) when the op has no fair NumPy equivalent."""
         fn, why = numpy_equivalent(task)
@@ -270,6 +298,12 @@ class CublasAnchor:
 
     def wants_clean_blas(self, task) -> bool:
         return False
+
+    def workspace_bytes(self, task) -> int:
+        """Host memory: the inputs, made on the host before they are copied to the device."""
+        from te.evaluate import tensor_nbytes
+
+        return sum(tensor_nbytes(t) for t in task.workload.inputs) if has_numpy_anchor(task) else 0
 
     def measure(self, task) -> dict:
         gflops = cupy_gflops(task, quiet=True)

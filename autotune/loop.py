@@ -71,6 +71,7 @@ class TuneResult:
     timings: dict = field(default_factory=dict)
     run_id: int | None = None
     transfer_records: int = 0  # records of other workloads the cost model was warm-started from
+    resumed_from: int | None = None  # resume: the newest earlier run of the task, which this one continues
 
     @property
     def best(self) -> Trial | None:

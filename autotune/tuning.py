@@ -7,9 +7,12 @@
 batch after batch) and the callbacks that join it to storage:
 
     TransferWarmStart  transfer=True: the cost model learns from other shapes first
-    ReplayStored       resume=True: what the database holds for this task and target
+    ReplayStored       resume=True: runs of the task whose process is gone are closed as
+                       interrupted; what the database holds for this task and target
                        joins the history and the tuner, so only the rest is measured
-    DatabaseRecorder   a run row, then every batch in one transaction as it arrives
+    DatabaseRecorder   a run row (this process's pid and host; a resumed run also the run
+                       it continues and the best stored before it), then every batch in one
+                       transaction as it arrives, which renews the run's heartbeat
     ProgressCallback   each of ``callbacks`` gets a ``Progress`` after every batch
 
 A killed run loses at most the batch in flight.
@@ -79,11 +82,16 @@ def tune(
     ``timing`` sets the measuring protocol of the runner ``tune`` makes (ignored when a
     ``runner`` is passed): ``TimingOptions(rounds=1)`` measures each candidate once,
     faster on a quiet machine; the default keeps the fastest of three rounds.
+
+    Without a ``runner``, a task whose arrays cannot fit in the available memory is
+    refused with ``TaskTooLarge`` before anything is allocated (``Task.check_fits_memory``).
     """
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     t_start = time.perf_counter()
     own_runner = runner is None
+    if own_runner:
+        task.check_fits_memory()  # TaskTooLarge now, rather than a failure inside the measuring process
     if builder is None or runner is None:
         default_builder, default_runner = default_measurers(task, timeout=timeout, timing=timing, seed=seed)
         builder, runner = builder or default_builder, runner or default_runner
@@ -122,10 +130,11 @@ class DatabaseRecorder(TuningCallback):
         self.run_id: int | None = None
 
     def on_start(self, loop: TuningLoop) -> None:
-        task = loop.task
+        task, result = loop.task, loop.result
         self.run_id = self.db.start_run(task.key, task.workload_name, task.params, self.target, self.tuner_name,
-                                        self.seed, loop.trials, TOOL_VERSION)
-        loop.result.run_id = self.run_id
+                                        self.seed, loop.trials, TOOL_VERSION, resumed_from=result.resumed_from,
+                                        baseline_gflops=result.best_gflops)  # replayed trials' best
+        result.run_id = self.run_id
 
     def on_batch(self, loop: TuningLoop, trials: list[Trial]) -> None:
         t0 = time.perf_counter()
@@ -138,13 +147,24 @@ class DatabaseRecorder(TuningCallback):
 
 
 class ReplayStored(TuningCallback):
-    """``resume``: the task's stored records join the history and the tuner before the first batch."""
+    """``resume``: the task's stale runs (killed while "running") are closed as interrupted, and
+    its stored records join the history and the tuner before the first batch.
+
+    ``taken_over`` lists the ids of the runs closed; ``loop.result.resumed_from`` becomes
+    the task's newest earlier run. Live runs of the task (another process tuning it now)
+    are left alone; what they stored so far is replayed all the same.
+    """
 
     def __init__(self, db, target):
         self.db, self.target = db, target
+        self.taken_over: list[int] = []
 
     def on_start(self, loop: TuningLoop) -> None:
-        _replay_stored(self.db, loop.task, self.target, loop.tuner, loop.result)
+        task = loop.task
+        self.taken_over = self.db.take_over_stale_runs(task.key, self.target)
+        earlier = self.db.list_runs(task.key, self.target)
+        loop.result.resumed_from = earlier[-1].id if earlier else None
+        _replay_stored(self.db, task, self.target, loop.tuner, loop.result)
 
 
 class TransferWarmStart(TuningCallback):

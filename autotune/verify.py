@@ -38,7 +38,12 @@ def tolerance(dtype: str, reduction: int) -> tuple[float, float]:
 
 
 def mismatch(output: np.ndarray, reference: np.ndarray, reduction: int) -> str | None:
-    """None when ``output`` matches ``reference``, else a one-line description of the worst error."""
+    """None when ``output`` matches ``reference``, else a one-line description of the error:
+    how many elements are off and the first of them (in C order), or the shapes when they
+    differ (NumPy would broadcast a row against a matrix and call it equal).
+    """
+    if output.shape != reference.shape:
+        return f"output has shape {tuple(output.shape)}, expected {tuple(reference.shape)}"
     dtype = str(reference.dtype)
     if not dtypes.is_float(dtype):
         bad = output != reference
@@ -56,4 +61,4 @@ def mismatch(output: np.ndarray, reference: np.ndarray, reduction: int) -> str |
         return None
     idx = tuple(int(i) for i in np.argwhere(~ok)[0])
     return (f"{int((~ok).sum())} element(s) off (rtol={rtol:.2g}, atol={atol:.2g}), first at {idx}: "
-            f"got {out[idx]!r}, expected {ref[idx]!r}")
+            f"got {float(out[idx])!r}, expected {float(ref[idx])!r}")

@@ -8,6 +8,15 @@ Integer semantics follow the expression language: ``//`` and ``%`` are floor div
 and modulo (plain ``/`` and ``%`` are emitted when the loop bounds prove both operands
 non-negative, the usual case for indices), narrow integer results wrap (cast back to
 their type after each operation), and signed overflow wraps (``-fwrapv`` on gcc).
+
+Index width: loop variables and thread indices are ``int32_t`` (te's ``INDEX_DTYPE``),
+unless a function's index arithmetic can leave the int32 range: a flat buffer index, a
+loop extent or an index comparison (a tail guard) whose bounds, from the enclosing
+loops, pass 2**31 - 1, or a buffer of more elements than that. Such a function is
+printed again with ``int64_t`` loop variables and thread indices, so every index
+expression built from them is computed in 64 bits (C's usual conversions), and the
+index helpers (floor division, min, max) take ``int64_t``. Functions that fit print
+exactly as before. ``CSourcePrinter(dialect, wide_index=True)`` forces the wide form.
 """
 from __future__ import annotations
 
@@ -49,6 +58,8 @@ C_RESERVED = C_KEYWORDS | set(C_TYPES.values()) | set(_MATH_FLOAT32.values()) | 
 } | {f"at_{op}_{t}" for op in ("floordiv", "floormod", "min", "max") for t in C_TYPES}
 #: Buffers up to this size live on the stack; larger ones are heap-allocated.
 STACK_BYTES = 64 * 1024
+#: The range of ``int32_t`` indices; index arithmetic beyond it is printed with ``int64_t``.
+INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 
 
 @dataclass
@@ -69,9 +80,11 @@ class Dialect:
     def loop_pragmas(self, loop: For) -> list[str]:
         return []
 
-    def loop_header(self, loop: For, var: str, extent: str) -> tuple[str, str | None] | None:
-        """For a loop that is not a ``for`` (a thread index): the line declaring ``var`` and
-        a guard on the body (None when every index is in range), or None for a plain loop."""
+    def loop_header(self, loop: For, var: str, extent: str,
+                    index_type: str = "int32_t") -> tuple[str, str | None] | None:
+        """For a loop that is not a ``for`` (a thread index): the line declaring ``var`` (of C
+        type ``index_type``) and a guard on the body (None when every index is in range), or
+        None for a plain loop."""
         return None
 
     def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
@@ -110,16 +123,39 @@ def _literal(c: Const, types: dict) -> str:
 
 
 class CSourcePrinter:
-    """Prints one ``LoweredFunc`` as a C-family function."""
+    """Prints one ``LoweredFunc`` as a C-family function.
 
-    def __init__(self, dialect: Dialect):
+    ``wide_index``: None (the default) picks ``int32_t`` or ``int64_t`` indices per
+    function (see the module docstring); True forces ``int64_t``.
+    """
+
+    def __init__(self, dialect: Dialect, wide_index: bool | None = None):
         self.dialect = dialect
+        self._reset(wide=bool(wide_index))
+
+    def _reset(self, wide: bool) -> None:
+        """Start printing afresh, with 64-bit indices if ``wide``."""
+        self.wide = wide
+        self.index_ctype = "int64_t" if wide else "int32_t"
+        self.needs_wide = False  # set when int32 index arithmetic could overflow
         self.names = NameTable(reserved=C_RESERVED)
         self.buffer_names: dict[Buffer, str] = {}
         self.bounds: dict[Var, tuple[int, int]] = {}
         self.helpers: dict[str, str] = {}
         self.lines: list[str] = []
         self.depth = 1
+
+    def _note_range(self, e: Expr) -> None:
+        """Mark the function as needing 64-bit indices if ``e`` can leave the int32 range."""
+        if self.wide or self.needs_wide:
+            return
+        r = interval(e, self.bounds)
+        if r is not None and (r[0] < INT32_MIN or r[1] > INT32_MAX):
+            self.needs_wide = True
+
+    def _note_buffer(self, buf: Buffer) -> None:
+        if buf.size > INT32_MAX:
+            self.needs_wide = True
 
     # ------------------------------------------------------------ names and helpers
 
@@ -164,11 +200,12 @@ class CSourcePrinter:
         a, b = self.expr(e.a), self.expr(e.b)
         if e.op in _INFIX:
             return self._wrap_narrow(f"({a} {_INFIX[e.op]} {b})", e.dtype)
-        t = self.ctype(e.dtype)
+        hdtype = "int64" if self.wide and e.dtype == dtypes.INDEX_DTYPE else e.dtype  # helpers' type
+        t = self.ctype(hdtype)
         if e.op in ("floordiv", "floormod"):
             if self._nonnegative(e.a) and self._nonnegative(e.b):
                 return self._wrap_narrow(f"({a} {'/' if e.op == 'floordiv' else '%'} {b})", e.dtype)
-            name = f"at_{e.op}_{e.dtype}"
+            name = f"at_{e.op}_{hdtype}"
             body = (
                 f"{t} q = a / b; {t} r = a % b; if (r != 0 && ((r < 0) != (b < 0))) {{ q -= 1; r += b; }} "
                 f"return {'q' if e.op == 'floordiv' else 'r'};"
@@ -176,7 +213,7 @@ class CSourcePrinter:
             self.helper(name, f"{self.dialect.helper_prefix} {t} {name}({t} a, {t} b) {{ {body} }}")
             return f"{name}({a}, {b})"
         if e.op in ("min", "max"):
-            name = f"at_{e.op}_{e.dtype}"
+            name = f"at_{e.op}_{hdtype}"
             cmp = "<" if e.op == "min" else ">"
             self.helper(name, f"{self.dialect.helper_prefix} {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
             return f"{name}({a}, {b})"
@@ -185,6 +222,9 @@ class CSourcePrinter:
         raise NotImplementedError(f"binary op {e.op}")
 
     def _Compare(self, e: Compare) -> str:
+        if e.a.dtype == dtypes.INDEX_DTYPE:  # a guard on an index: its operands must not overflow
+            self._note_range(e.a)
+            self._note_range(e.b)
         return f"({self.expr(e.a)} {_INFIX[e.op]} {self.expr(e.b)})"
 
     def _Logical(self, e: Logical) -> str:
@@ -221,6 +261,7 @@ class CSourcePrinter:
     def flat_index(self, buf: Buffer, indices) -> str:
         from schedule.simplify import simplify
 
+        self._note_buffer(buf)
         if self.dialect.index_check is not None:
             return self._checked_flat_index(buf, indices)
         flat: Expr = Const(0)
@@ -228,7 +269,9 @@ class CSourcePrinter:
         for idx, extent in reversed(list(zip(indices, buf.shape))):
             flat = flat + idx * stride
             stride *= extent
-        return self.expr(simplify(flat, self.bounds))
+        flat = simplify(flat, self.bounds)
+        self._note_range(flat)
+        return self.expr(flat)
 
     def _checked_flat_index(self, buf: Buffer, indices) -> str:
         """The flat index with every dimension's index checked against its extent."""
@@ -239,6 +282,8 @@ class CSourcePrinter:
         for dim in range(len(indices) - 1, -1, -1):
             idx = self.expr(simplify(indices[dim], self.bounds))
             check = f'{self.dialect.index_check}({idx}, {buf.shape[dim]}, "{self.buffer_name(buf)}", {dim})'
+            if self.wide:
+                check = f"(int64_t){check}"
             terms.append(check if stride == 1 else f"{check} * {stride}")
             stride *= buf.shape[dim]
         return " + ".join(reversed(terms)) or "0"
@@ -287,12 +332,13 @@ class CSourcePrinter:
         var = self.names(loop.var)
         extent = self.expr(loop.extent)
         r = interval(loop.extent, self.bounds)
+        self._note_range(loop.extent)
         saved = self.bounds.get(loop.var)
         if r is not None:
             self.bounds[loop.var] = (0, r[1] - 1)
         else:
             self.bounds.pop(loop.var, None)
-        header = self.dialect.loop_header(loop, var, extent)
+        header = self.dialect.loop_header(loop, var, extent, self.index_ctype)
         if header is not None:
             declaration, guard = header
             self.emit("{")
@@ -309,7 +355,7 @@ class CSourcePrinter:
         else:
             for pragma in self.dialect.loop_pragmas(loop):
                 self.emit(pragma)
-            self.emit(f"for (int32_t {var} = 0; {var} < {extent}; ++{var}) {{")
+            self.emit(f"for ({self.index_ctype} {var} = 0; {var} < {extent}; ++{var}) {{")
             self._indented(loop.body)
             self.emit("}")
         if saved is None:
@@ -333,7 +379,15 @@ class CSourcePrinter:
     # ------------------------------------------------------------ function
 
     def function(self, func: LoweredFunc, qualifiers: str = "") -> tuple[str, str]:
-        """(helper definitions, function definition) of ``func``."""
+        """(helper definitions, function definition) of ``func``; printed a second time with
+        64-bit indices when the first print finds int32 index arithmetic could overflow."""
+        printed = self._function(func, qualifiers)
+        if self.needs_wide and not self.wide:
+            self._reset(wide=True)
+            printed = self._function(func, qualifiers)
+        return printed
+
+    def _function(self, func: LoweredFunc, qualifiers: str) -> tuple[str, str]:
         name = self.names(Var(func.name))  # first, so a buffer of the same name cannot take it
         params = [f"{self.ctype(b.dtype)}* {self.dialect.restrict} {self.buffer_name(b)}" for b in func.params]
         self.stmt(func.body)

@@ -14,8 +14,8 @@ Without a GPU:
     path = backend.compile_source(backend.generate_source(func))  # from the target's facts
 
 Code generation is the shared C-family printer with a CUDA ``Dialect``: a loop bound to
-``threadIdx.x`` prints as ``const int32_t tx = (int32_t)threadIdx.x;`` plus ``if (tx < n)``
-when ``n`` is below blockDim.x; ``shared`` buffers become ``__shared__`` arrays, ``local``
+``threadIdx.x`` prints as ``const int32_t tx = (int32_t)threadIdx.x;`` (``int64_t`` in a
+kernel whose indices need 64 bits, see ``c_family``) plus ``if (tx < n)`` when ``n`` is below blockDim.x; ``shared`` buffers become ``__shared__`` arrays, ``local``
 (and ``global`` stages computed inside a kernel) per-thread arrays; barriers
 ``__syncthreads()``; unrolled loops ``#pragma unroll``; vectorized loops stay plain loops
 (the compiler vectorizes loads where it can). Each kernel is
@@ -82,13 +82,13 @@ class CUDADialect(Dialect):
             raise BuildError(f"loop {loop.var.name!r} is marked parallel; on cuda bind it to blockIdx/threadIdx")
         return []
 
-    def loop_header(self, loop: For, var: str, extent: str):
+    def loop_header(self, loop: For, var: str, extent: str, index_type: str = "int32_t"):
         if loop.kind != ir.THREAD_BINDING:
             return None
         n = ir.const_int(loop.extent)
         full = (self.launch or {}).get(loop.thread_tag, n)
         guard = None if n == full else f"{var} < {extent}"
-        return f"const int32_t {var} = (int32_t){loop.thread_tag};", guard
+        return f"const {index_type} {var} = ({index_type}){loop.thread_tag};", guard
 
     def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
         if buf.scope == "shared":

@@ -55,6 +55,31 @@ def evaluate(outputs, inputs) -> np.ndarray | list[np.ndarray]:
     return results[0] if isinstance(outputs, Tensor) else results
 
 
+def tensor_nbytes(t: Tensor) -> int:
+    """Bytes of an array holding tensor ``t``."""
+    return math.prod(t.shape) * dtypes.nbytes(t.dtype)
+
+
+def reference_nbytes(outputs) -> int:
+    """About how many bytes ``evaluate(outputs, ...)`` holds at its peak, inputs not counted.
+
+    For checking that a workload's reference fits in memory before computing it: every
+    compute's result is kept until the end, and a float reduction also holds its float64
+    accumulator and (on the einsum path) float64 copies of the tensors it reads. The
+    chunked grid temporaries, bounded by CHUNK_ELEMENTS, are not counted.
+    """
+    total = 0
+    for op in topological_order(_as_list(outputs)):
+        if not isinstance(op, ComputeOp):
+            continue
+        out = op.output(0)
+        total += tensor_nbytes(out)
+        if isinstance(op.body, Reduce) and dtypes.is_float(op.body.dtype):
+            elements = math.prod(out.shape) + sum(math.prod(t.shape) for t in op.input_tensors)
+            total += elements * 8
+    return total
+
+
 def _bind_inputs(placeholders: list[Tensor], inputs) -> dict[Tensor, np.ndarray]:
     if isinstance(inputs, Mapping):
         missing = [t.name for t in placeholders if t not in inputs]

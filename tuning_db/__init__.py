@@ -12,7 +12,8 @@
 Modules, one job each: ``records`` (the plain dataclasses callers see), ``models`` (ORM
 tables), ``location`` (where the database is), ``engine`` (SQLite settings for concurrent
 writers), ``schema`` (versioning), ``rows`` (rows <-> records), ``database`` (the API),
-``jsonl`` (export/import), ``dispatch`` (apply_best / lookup_best), ``errors``.
+``jsonl`` (export/import), ``dispatch`` (apply_best / lookup_best), ``liveness`` (is a
+"running" run still running?), ``errors``.
 This package imports nothing else of the project: workload keys come from ``te`` as strings.
 
 The names backed by SQLAlchemy load on first use (PEP 562 ``__getattr__``): the measuring
@@ -20,6 +21,7 @@ process needs only ``records.Status`` and starts without importing SQLAlchemy.
 """
 import importlib
 from .errors import DatabaseError, NoDatabaseError, RecordFormatError
+from .liveness import STALE_AFTER, run_state
 from .records import (
     ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, MeasureRecord, RunInfo, Status, TargetInfo,
     TargetSummary, WorkloadSummary, check_target_kind, config_hash,
@@ -28,7 +30,7 @@ from .records import (
 __all__ = [
     "Database", "DatabaseError", "NoDatabaseError", "RecordFormatError", "MeasureRecord", "TargetInfo", "RunInfo",
     "WorkloadSummary", "TargetSummary", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "Status",
-    "check_target_kind",
+    "check_target_kind", "run_state", "STALE_AFTER",
     "MAX_ERROR_CHARS", "SCHEMA_VERSION", "config_hash", "apply_best", "lookup_best", "active_database",
     "NoTunedConfigWarning", "ENV_VAR", "default_path", "resolve_url",
 ]

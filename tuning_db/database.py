@@ -19,6 +19,12 @@ created. Writers (tuning, importing) open with the default ``create=True``.
 Open one ``Database`` per process (a forked child must not reuse its parent's connections);
 several processes may write the same SQLite file at once (see engine.py).
 
+Runs store the pid and host of the process that started them and a heartbeat, renewed
+by every ``add_records``; ``RunInfo.state()`` tells a live run from a killed one
+(``liveness.py``), and ``take_over_stale_runs`` closes the killed ones of a task as
+"interrupted" (what ``--resume`` does). ``clock`` (a function returning an aware UTC
+datetime) stamps runs, for tests of heartbeat ages.
+
 Targets in queries (``target=`` arguments) are a ``TargetInfo``, matched on its kind and,
 when it names one, its device (compiler, flags and host are ignored); a bare kind such as
 ``"cuda"``; or None for any target.
@@ -27,7 +33,8 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from datetime import datetime
+from typing import Callable, Iterator
 
 from sqlalchemy import case, distinct, func, select
 from sqlalchemy.engine import URL
@@ -37,6 +44,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from . import jsonl, rows
 from .engine import open_engine, writer
 from .errors import DatabaseError, one_line
+from .liveness import run_state, this_host
 from .location import describe, prepare_sqlite_file, require_sqlite_file, resolve_url, sqlite_file
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
 from .records import (
@@ -52,10 +60,13 @@ _CORRUPT_HINTS = ("not a database", "malformed", "file is encrypted")
 class Database:
     """A tuning database at ``url`` (any SQLAlchemy URL or a file path; None: the default).
 
-    ``create=False``: open it only if it exists (see the module docstring).
+    ``create=False``: open it only if it exists; ``clock``: what stamps runs (see the
+    module docstring).
     """
 
-    def __init__(self, url: str | os.PathLike | URL | None = None, *, create: bool = True):
+    def __init__(self, url: str | os.PathLike | URL | None = None, *, create: bool = True,
+                 clock: Callable[[], datetime] = utc_now):
+        self.clock = clock
         self.url = resolve_url(url)
         self.location = describe(self.url)       # how messages name this database
         self.path = sqlite_file(self.url)         # the SQLite file, or None
@@ -131,8 +142,11 @@ class Database:
 
     def start_run(self, workload_key: str, workload_name: str, params: dict, target: TargetInfo,
                   tuner: str, seed: int | None, trials_requested: int,
-                  tool_version: str | None = None) -> int:
-        """Open a tuning run (status "running"), creating the workload and target rows if new."""
+                  tool_version: str | None = None, *, resumed_from: int | None = None,
+                  baseline_gflops: float | None = None) -> int:
+        """Open a tuning run (status "running") of this process, creating the workload and target
+        rows if new. A resumed run names the run it continues and the best GFLOP/s stored before
+        it (``best_so_far`` starts from it)."""
         if not isinstance(target, TargetInfo):
             raise ValueError(f"start_run needs a TargetInfo, got {target!r}")
         if not isinstance(params, dict):
@@ -140,18 +154,20 @@ class Database:
         with self._writing() as s:
             wl = rows.get_or_create_workload(s, workload_key, workload_name, params)
             tg = rows.get_or_create_target(s, target)
+            now = self.clock()
             run = RunRow(workload_id=wl.id, target_id=tg.id, tuner=tuner, seed=seed,
                          trials_requested=trials_requested,
                          tool_version=tool_version or default_tool_version(),
-                         started_at=utc_now(), finished_at=None, status="running")
+                         started_at=now, finished_at=None, status="running",
+                         pid=os.getpid(), host=this_host(), heartbeat_at=now,
+                         resumed_from=resumed_from, baseline_gflops=baseline_gflops)
             s.add(run)
             s.flush()
             return run.id
 
     def add_records(self, run_id: int, records: list[MeasureRecord]) -> list[int]:
-        """Store one batch of a run's records in one transaction; returns their ids.
-
-        Each record's workload and target must be the run's.
+        """Store one batch of a run's records in one transaction (and renew the run's
+        heartbeat); returns their ids. Each record's workload and target must be the run's.
         """
         with self._writing() as s:
             run = self._run_row(s, run_id)
@@ -164,6 +180,7 @@ class Database:
                         f"but run {run_id} tunes {wl.key} on {tg.describe()}"
                     )
             new_rows = [rows.to_record_row(r, run) for r in records]
+            run.heartbeat_at = self.clock()
             s.add_all(new_rows)
             s.flush()
             return [row.id for row in new_rows]
@@ -175,7 +192,31 @@ class Database:
         with self._writing() as s:
             run = self._run_row(s, run_id)
             run.status = status
-            run.finished_at = utc_now()
+            run.finished_at = self.clock()
+
+    def heartbeat(self, run_id: int) -> None:
+        """Say that a run's process is alive (``add_records`` does it with every batch)."""
+        with self._writing() as s:
+            self._run_row(s, run_id).heartbeat_at = self.clock()
+
+    def take_over_stale_runs(self, workload_key: str, target: TargetFilter = None, **state_options) -> list[int]:
+        """Close the stale runs of a workload (on a target) as "interrupted"; their ids.
+
+        A run is stale when it says "running" but its process is gone (``RunInfo.state``,
+        to which ``state_options`` go; ``now`` defaults to this database's clock). Live
+        runs are left alone. One write transaction: two processes resuming at once both
+        see the run closed once.
+        """
+        state_options.setdefault("now", self.clock())
+        with self._writing() as s:
+            query = (select(RunRow).join(WorkloadRow, RunRow.workload_id == WorkloadRow.id)
+                     .join(TargetRow, RunRow.target_id == TargetRow.id)
+                     .where(WorkloadRow.key == workload_key, RunRow.status == "running",
+                            *rows.target_conditions(target)))
+            stale = [run for run in s.scalars(query) if run_state(run, **state_options) == "stale"]
+            for run in stale:
+                run.status, run.finished_at = "interrupted", self.clock()
+            return sorted(run.id for run in stale)
 
     def _run_row(self, session: Session, run_id: int) -> RunRow:
         run = session.get(RunRow, run_id)
@@ -208,12 +249,15 @@ class Database:
             return [rows.to_record(*row) for row in s.execute(query)]
 
     def best_so_far(self, run_id: int) -> list[tuple[int, float | None]]:
-        """(trial, best GFLOP/s of the ok records up to it) for each record of a run."""
+        """(trial, best GFLOP/s of the ok records up to it) for each record of a run; a resumed
+        run starts from the best stored before it began (its ``baseline_gflops``)."""
         query = (select(RecordRow.trial, RecordRow.status, RecordRow.gflops)
                  .where(RecordRow.run_id == run_id).order_by(RecordRow.trial, RecordRow.id))
         with self._reading() as s:
             measured = s.execute(query).all()
-        curve, best = [], None
+            run = s.get(RunRow, run_id)
+        best = run.baseline_gflops if run is not None else None
+        curve = []
         for trial, status, gflops in measured:
             if status == "ok" and gflops is not None and (best is None or gflops > best):
                 best = gflops
@@ -226,9 +270,11 @@ class Database:
             raise DatabaseError(f"{self.location}: no tuning run with id {run_id}")
         return runs[0]
 
-    def list_runs(self, workload_key: str | None = None) -> list[RunInfo]:
-        """Every run (of one workload, if given), oldest first, with record counts and best GFLOP/s."""
-        return self._runs(*([WorkloadRow.key == workload_key] if workload_key else []))
+    def list_runs(self, workload_key: str | None = None, target: TargetFilter = None) -> list[RunInfo]:
+        """Every run (of one workload, on one target, if given), oldest first, with record counts
+        and best GFLOP/s."""
+        return self._runs(*([WorkloadRow.key == workload_key] if workload_key else []),
+                          *rows.target_conditions(target))
 
     def _runs(self, *conditions) -> list[RunInfo]:
         ok = RecordRow.status == "ok"
@@ -247,7 +293,9 @@ class Database:
                         tuner=run.tuner, seed=run.seed, trials_requested=run.trials_requested,
                         tool_version=run.tool_version, started_at=run.started_at,
                         finished_at=run.finished_at, status=run.status,
-                        n_records=n, n_ok=int(n_ok), best_gflops=best)
+                        n_records=n, n_ok=int(n_ok), best_gflops=best, pid=run.pid, host=run.host,
+                        heartbeat_at=run.heartbeat_at, resumed_from=run.resumed_from,
+                        baseline_gflops=run.baseline_gflops)
                 for run, wl, tg, n, n_ok, best in s.execute(query)
             ]
 

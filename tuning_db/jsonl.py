@@ -14,6 +14,8 @@ machines can be concatenated and imported anywhere. Import checks every line fir
 one raises ``RecordFormatError`` naming the file and line, and nothing is written), then
 adds all new records in one transaction, skipping exact duplicates: the same workload,
 target, config hash and creation time. Records of one exported run go back into one run.
+A run's process (pid, host, heartbeat) and resume links belong to the database it ran in
+and are not exported; an imported run has none.
 """
 from __future__ import annotations
 

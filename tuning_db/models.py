@@ -26,7 +26,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from .records import RUN_STATUSES, STATUSES, canonical_json
 
 # Bump when the layout changes, and add a step to schema.MIGRATIONS.
-SCHEMA_VERSION = 1
+#   1  the first layout
+#   2  tuning_runs: pid, host, heartbeat_at (stale-run detection), resumed_from, baseline_gflops
+SCHEMA_VERSION = 2
 
 
 class JSONText(TypeDecorator):
@@ -112,6 +114,15 @@ class RunRow(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     status: Mapped[str] = mapped_column(String(16))
+    # Since version 2 (None on older runs and on imported ones). The tuning process and the
+    # last time it stored something, so that a killed run can be told from a live one:
+    pid: Mapped[int | None] = mapped_column(Integer)
+    host: Mapped[str | None] = mapped_column(String)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A resumed run: the run it continues, and the best GFLOP/s stored before it began
+    # (its best-so-far curve starts there). A plain id, not a foreign key: added by ALTER TABLE.
+    resumed_from: Mapped[int | None] = mapped_column(Integer)
+    baseline_gflops: Mapped[float | None] = mapped_column(Double)
 
 
 class RecordRow(Base):

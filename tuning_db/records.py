@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 
 class Status(str, Enum):
-    """The status of every trial (see DESIGN.md, "Measurement"). Failures are data: stored
+    """The status of every trial (the README, "Architecture"). Failures are data: stored
     and scored as infinitely slow, never fatal to a run.
 
     A ``str`` whose value is the word stored in the database, so ``Status("ok") == "ok"``
@@ -244,10 +244,22 @@ class RunInfo:
     tool_version: str
     started_at: datetime
     finished_at: datetime | None           # None while running (or after a crash)
-    status: str                            # one of RUN_STATUSES
+    status: str                            # one of RUN_STATUSES, as stored
     n_records: int = 0
     n_ok: int = 0
-    best_gflops: float | None = None
+    best_gflops: float | None = None       # of this run's own records
+    pid: int | None = None                 # the tuning process, and its machine
+    host: str | None = None
+    heartbeat_at: datetime | None = None   # renewed with every stored batch
+    resumed_from: int | None = None        # the run a resumed run continues
+    baseline_gflops: float | None = None   # a resumed run: the best stored before it began
+
+    def state(self, **kwargs) -> str:
+        """The status, or "stale" for a "running" run whose process is gone (``liveness.run_state``,
+        whose keyword arguments this passes on)."""
+        from .liveness import run_state
+
+        return run_state(self, **kwargs)
 
 
 class WorkloadSummary(NamedTuple):

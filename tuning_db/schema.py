@@ -5,6 +5,7 @@ The version lives in ``meta.schema_version``. Opening a database:
     no meta table            -> create every table and write the current version
     version == SCHEMA_VERSION -> nothing to do (a read-only check: read-only files open)
     older version             -> run MIGRATIONS[v] for v = stored .. current-1, in one transaction
+                                 (a read-only file of an older version cannot be opened)
     newer or unreadable       -> DatabaseError: an older tool must not misread newer rows
 
 Creation and migration run in a write transaction (``BEGIN IMMEDIATE`` on SQLite) and look
@@ -14,14 +15,35 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import Connection, inspect, select
+from sqlalchemy import Connection, DateTime, Double, Integer, String, inspect, select, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.types import TypeEngine
 
 from .errors import DatabaseError
 from .models import SCHEMA_VERSION, Base, MetaRow
 
-# MIGRATIONS[v] upgrades a version-v database to version v+1 (none yet).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def _add_columns(conn: Connection, table: str, columns: dict[str, TypeEngine]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for nullable columns, types spelled by the connection's dialect.
+
+    A migration names its column types itself rather than reading them from ``models``,
+    so it keeps doing the same thing when the models change later.
+    """
+    for name, kind in columns.items():
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind.compile(dialect=conn.dialect)}"))
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Runs record their process and a heartbeat (stale-run detection) and what they resumed."""
+    _add_columns(conn, "tuning_runs", {
+        "pid": Integer(), "host": String(), "heartbeat_at": DateTime(),
+        "resumed_from": Integer(), "baseline_gflops": Double(),
+    })
+
+
+# MIGRATIONS[v] upgrades a version-v database to version v+1.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 
 
 def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:

@@ -10,10 +10,13 @@ strategies compared on recorded measurements). Every command is a thin layer ove
 (``autotune.tune``, ``tuning_db.Database``); the library's own errors (``TaskError``,
 ``DatabaseError``, ``ValueError``) become a one-line ``Error: ...`` and exit status 1,
 bad options a usage error with status 2. ``AUTOTUNE_DEBUG=1`` shows their tracebacks.
+Output into a pipe whose reader has gone (``autotune log export - | head -1``) ends the
+command quietly with status 141, as a program killed by SIGPIPE would.
 """
 from __future__ import annotations
 
 import os
+import select
 import sys
 
 import click
@@ -21,6 +24,9 @@ import click
 from .log_cmd import log_group
 from .replay_cmd import replay_cmd, sample_cmd
 from .tune_cmd import op_commands
+
+#: Exit status when standard output is a pipe nobody reads any more (128 + SIGPIPE, as a shell reports it).
+EXIT_BROKEN_PIPE = 141
 
 
 def is_user_error(exc: BaseException) -> bool:
@@ -40,13 +46,51 @@ def _one_line(exc: BaseException) -> str:
     return lines[0] + (" ..." if len(lines) > 1 else "")
 
 
+def _caused_by_broken_pipe(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a BrokenPipeError or was raised while handling one."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, BrokenPipeError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reading end is closed.
+
+    A broken pipe of the tuner's own (to its measuring process) is a real error; only a
+    closed standard output is a reader that had enough. poll() reports POLLERR on the
+    writing end of a pipe without readers.
+    """
+    try:
+        poller = select.poll()
+        poller.register(sys.__stdout__.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):   # no poll(), no stdout, or not a file
+        return False
+
+
+def _exit_for_closed_stdout() -> None:
+    """Exit with EXIT_BROKEN_PIPE, pointing stdout at /dev/null first: whatever is still
+    buffered would otherwise fail again when the interpreter flushes it on exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 class AutotuneGroup(click.Group):
-    """A group that turns library errors into click errors (no traceback)."""
+    """A group that turns library errors into click errors (no traceback), and ends quietly
+    when the reader of its output has gone."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except Exception as exc:
+            if _caused_by_broken_pipe(exc) and stdout_closed():
+                _exit_for_closed_stdout()
             if not is_user_error(exc) or os.environ.get("AUTOTUNE_DEBUG"):
                 raise
             raise click.ClickException(_one_line(exc)) from None
@@ -73,5 +117,16 @@ cli.add_command(replay_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``autotune`` console script."""
-    cli.main(args=argv, prog_name="autotune")
+    """Entry point of the ``autotune`` console script.
+
+    A closed standard output is also caught here, where it escapes the commands (click's
+    own help and usage output): status EXIT_BROKEN_PIPE, no traceback.
+    """
+    try:
+        cli.main(args=argv, prog_name="autotune")
+    except BrokenPipeError:
+        _exit_for_closed_stdout()
+    except SystemExit as done:
+        if done.code not in (0, None, EXIT_BROKEN_PIPE) and stdout_closed():
+            _exit_for_closed_stdout()
+        raise

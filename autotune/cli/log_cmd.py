@@ -13,6 +13,7 @@ import sys
 import click
 
 from . import options as opt
+from .history_plot import check_plot_path, history_figure, save_figure
 
 
 def _table(headers: list[str], rows: list[list]) -> None:
@@ -90,14 +91,20 @@ def targets_cmd(db_url):
 def runs_cmd(db_url, workload):
     """List tuning runs, oldest first, with their record counts and best GFLOP/s.
 
+    A run whose process was killed still says "running" in the database; it is listed
+    as "stale" (its process is gone from this host, or, run elsewhere, it has stored
+    nothing for an hour). Tuning again with --resume closes it as "interrupted" and
+    continues from its records.
+
     Example: autotune log runs --workload matmul
     """
     with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload) if workload else None
         _table(["id", "workload", "target", "tuner", "seed", "status", "records", "requested", "ok",
-                "best GFLOP/s", "started"],
-               [[r.id, r.workload_key, r.target.describe(), r.tuner, r.seed, r.status, r.n_records,
-                 r.trials_requested, r.n_ok, r.best_gflops, _when(r.started_at)] for r in db.list_runs(key)])
+                "best GFLOP/s", "started", "last stored"],
+               [[r.id, r.workload_key, r.target.describe(), r.tuner, r.seed, r.state(), r.n_records,
+                 r.trials_requested, r.n_ok, r.best_gflops, _when(r.started_at), _when(r.heartbeat_at)]
+                for r in db.list_runs(key)])
 
 
 @log_group.command("top")
@@ -122,50 +129,29 @@ def top_cmd(db_url, workload, k, target):
 @opt.db_option
 @click.argument("run_id", type=int)
 @click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Also draw best-so-far GFLOP/s per trial into this PNG file.")
+              callback=check_plot_path,
+              help="Also draw best-so-far GFLOP/s per trial into this file; its suffix picks "
+                   "the format: .png, .svg or .pdf.")
 def history_cmd(db_url, run_id, plot):
     """Best GFLOP/s so far after each trial of a run (and each trial's own result).
 
-    Example: autotune log history 3 --plot history.png
+    A resumed run's best so far starts from the best stored before it began.
+
+    Example: autotune log history 3 --plot history.svg
     """
     with opt.open_db(db_url, create=False) as db:
         run = db.get_run(run_id)
         records = db.history(run_id)
         curve = db.best_so_far(run_id)
-    click.echo(f"run {run.id}: {run.workload_key} on {run.target.describe()}, tuner {run.tuner}, {run.status}")
+    click.echo(f"run {run.id}: {run.workload_key} on {run.target.describe()}, tuner {run.tuner}, {run.state()}")
+    if run.resumed_from is not None:
+        before = "nothing ok" if run.baseline_gflops is None else f"best {_cell(run.baseline_gflops)} GFLOP/s"
+        click.echo(f"resumed from run {run.resumed_from}; stored before it: {before}")
     _table(["trial", "status", "GFLOP/s", "best so far"],
            [[r.trial, r.status, r.gflops, best] for r, (_, best) in zip(records, curve)])
     if plot:
-        _plot_history(plot, run, records, curve)
+        save_figure(history_figure(run, records, curve), plot)
         click.echo(f"plot: {plot}")
-
-
-def _plot_history(path: str, run, records, curve) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    ok = [(r.trial, r.gflops) for r in records if r.gflops is not None]
-    if ok:
-        ax.scatter(*zip(*ok), s=8, color="0.7", label="trial")
-    steps = [(t, b) for t, b in curve if b is not None]
-    if steps:
-        ax.step(*zip(*steps), where="post", color="C0", label="best so far")
-    ax.set_xlabel("trial")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"run {run.id}: {run.workload_key} on {run.target.describe()} ({run.tuner})", fontsize=9)
-    ax.grid(alpha=0.3)
-    if ok or steps:
-        ax.legend(loc="lower right")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, format="png")
-    except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
 
 
 @log_group.command("errors")

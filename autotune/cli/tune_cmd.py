@@ -163,6 +163,7 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
     if print_passes:
         print_lowering_passes(task, db_url)
         return
+    task.check_fits_memory()  # before the database is opened or any array made
     wants_clean_blas = targets.parts_for(task.target).anchor.wants_clean_blas(task)
     if anchor and wants_clean_blas and anchors.blas_overrides_set():
         names = " and ".join(anchors.blas_overrides_set())

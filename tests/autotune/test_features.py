@@ -167,9 +167,17 @@ def test_tail_loops_are_counted_with_their_largest_extent():
     task = Task("elementwise", dict(op="exp", shape=[17, 33]))
     config = next(c for c in task.space.enumerate()
                   if c.values["T_exp.tile.i0"] == 6 and c.values["T_exp.tile.i1"] == 1)
-    x = F.extract(task.lower(config))
-    assert _value(x, "s0.tail_loops") > 0 and _value(x, "g.tail_loops") > 0
-    assert _value(x, "s0.inner_extent") > 0
+    func = task.lower(config)
+    # i0 (17) in tiles of 6: the innermost loop is `range(min(6, 17 - i0_outer * 6))`
+    assert "min(6, 17 - i0_outer * 6)" in str(func), func
+    x = F.extract(func)
+    assert _value(x, "s0.tail_loops") == pytest.approx(np.log2(1 + 1))    # one tail loop
+    assert _value(x, "g.tail_loops") == pytest.approx(np.log2(1 + 1))
+    assert _value(x, "s0.inner_extent") == pytest.approx(np.log2(1 + 6))  # its largest extent, not 5 or 1
+    # executions: 3 outer x 33 x 6 (the largest extent), not the 17 x 33 the guard leaves
+    assert _value(x, "s0.executions") == pytest.approx(np.log2(1 + 3 * 33 * 6))
+    # bytes touched by the innermost loop: 6 floats read and 6 written
+    assert _value(x, "s0.total_bytes_l0") == pytest.approx(np.log2(1 + 6 * 4 * 2))
 
 
 def test_feature_cache_lowers_once():

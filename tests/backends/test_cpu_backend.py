@@ -316,13 +316,36 @@ def test_max_min_reductions_start_from_the_dtype_extremes(dtype):
     Z = te.compute((5,), lambda i: te.min(X[i, k2], axis=k2), name="Z")
     wl = workload([X, Y, Z])
     module = check(schedule.create_schedule([Y, Z]), wl)
+
+    def reduce(x):
+        y, z = np.zeros(5, dtype), np.zeros(5, dtype)      # a kernel that starts from 0 keeps a 0
+        module(x, y, z)
+        return y, z
+
     if dtype.startswith("int") or dtype == "uint8":
         info = np.iinfo(dtype)
         x = np.full((5, 7), info.min, dtype)
         x[:, 3] = info.max
-        y, z = np.zeros(5, dtype), np.zeros(5, dtype)
-        module(x, y, z)
+        y, z = reduce(x)
         assert (y == info.max).all() and (z == info.min).all()
+        y, z = reduce(np.full((5, 7), info.min, dtype))     # max of only the lowest value
+        assert (y == info.min).all() and (z == info.min).all()
+        y, z = reduce(np.full((5, 7), info.max, dtype))     # min of only the highest value
+        assert (y == info.max).all() and (z == info.max).all()
+    else:
+        # all negative: max must not be 0; all positive: min must not be 0
+        negative = -np.arange(1, 36, dtype=dtype).reshape(5, 7)
+        y, z = reduce(negative)
+        np.testing.assert_array_equal(y, negative.max(axis=1))
+        np.testing.assert_array_equal(z, negative.min(axis=1))
+        y, z = reduce(-negative)
+        np.testing.assert_array_equal(y, (-negative).max(axis=1))
+        np.testing.assert_array_equal(z, (-negative).min(axis=1))
+        # the identities are -inf and +inf, not the largest finite values
+        y, z = reduce(np.full((5, 7), -np.inf, dtype))
+        assert (y == -np.inf).all() and (z == -np.inf).all()
+        y, z = reduce(np.full((5, 7), np.inf, dtype))
+        assert (y == np.inf).all() and (z == np.inf).all()
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])

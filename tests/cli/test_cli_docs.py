@@ -76,11 +76,11 @@ def test_cli_tuner_names_are_the_library_tuners():
 
 @pytest.mark.parametrize("example", _examples(README.read_text()))
 def test_readme_example_uses_real_commands_and_options(example):
-    words = shlex.split(example)[1:]
+    words = shlex.split(example.split(" | ")[0], comments=True)[1:]   # autotune's words only
     command: click.Command = cli
     while isinstance(command, click.Group) and words:
         assert words[0] in command.commands, f"{example}: no command {words[0]!r}"
         command, words = command.commands[words[0]], words[1:]
     known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
-    unknown = [w for w in words if w.startswith("-") and w not in known and not re.fullmatch(r"-\d+", w)]
+    unknown = [w for w in words if w.startswith("-") and w != "-" and w not in known and not re.fullmatch(r"-\d+", w)]
     assert not unknown, f"{example}: unknown option(s) {unknown}"

@@ -1,7 +1,8 @@
-"""Runs that are interrupted, killed, resumed, or share a database file with another run."""
+"""Runs that are interrupted, killed, resumed, too large, or share a database file with another run."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 
@@ -40,8 +41,12 @@ def test_stopped_run_keeps_finished_batches_and_resume_completes_it(cli, how):
     with tuning_db.Database(cli.db) as db:   # readable, with every finished batch
         (run,) = db.list_runs()
         assert run.status == ("interrupted" if how == "SIGINT" else "running")
+        assert run.pid == proc.pid and run.heartbeat_at is not None
+        assert run.state() == ("interrupted" if how == "SIGINT" else "stale")   # its process is gone
         assert 4 <= run.n_records < 400 and run.n_records % 4 == 0
-        stored = run.n_records
+        stored, best_stored = run.n_records, run.best_gflops
+    listed = cli.run("log", "runs").stdout.splitlines()[1]
+    assert re.search(r"\b(interrupted|stale)\b", listed).group(1) == ("interrupted" if how == "SIGINT" else "stale")
 
     total = stored + 8
     resumed = cli.tune("--resume", trials=total)
@@ -50,7 +55,39 @@ def test_stopped_run_keeps_finished_batches_and_resume_completes_it(cli, how):
         records = db.records_for_task(MATMUL_KEY, None)
         assert len(records) == total
         assert len({r.config_hash for r in records}) == total, "resume re-measured a stored config"
-        assert db.list_runs()[-1].n_records == 8
+        first, second = db.list_runs()
+        assert second.n_records == 8
+        assert first.status == "interrupted", "the resume takes the killed run over"
+        assert (second.status, second.resumed_from) == ("finished", first.id)
+        curve = [best for _, best in db.best_so_far(second.id)]
+    if best_stored is not None:
+        assert second.baseline_gflops == pytest.approx(best_stored)
+        assert curve[0] >= best_stored * (1 - 1e-9), "the best so far starts from the best stored before"
+    assert curve == sorted(curve, key=lambda b: -1 if b is None else b)
+    history = cli.run("log", "history", str(second.id)).stdout
+    assert f"resumed from run {first.id}" in history
+
+
+@pytest.mark.slow
+def test_a_live_run_is_not_taken_over_by_a_resume(cli):
+    proc = cli.start(*TINY_MATMUL, "--trials", "400", "--no-anchor")
+    try:
+        wait_for_records(cli.db, 4, proc)
+        listed = cli.run("log", "runs").stdout.splitlines()[1]
+        assert re.search(r"\brunning\b", listed) and "stale" not in listed
+        cli.tune("--resume", trials=4)   # the live run's records are replayed, the run left alone
+        with tuning_db.Database(cli.db) as db:
+            assert db.list_runs()[0].status == "running"
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+
+
+def test_a_shape_too_large_for_memory_is_one_error_line_and_creates_nothing(cli):
+    proc = cli.run("matmul", "-M", "100000000", "-N", "1000000", "-K", "1000000", "--trials", "4", expect=1)
+    assert proc.stderr.startswith("Error: matmul(M=100000000, N=1000000, K=1000000")
+    assert "too large to tune here" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not cli.db.exists()
 
 
 def test_ctrl_c_to_the_process_group_shows_no_traceback(cli):

@@ -8,7 +8,7 @@ import backends
 import schedule
 import te
 from schedule import IRVerifyError, ScheduleError
-from sched_helpers import K, M, N, tensor
+from sched_helpers import K, M, N, check, tensor
 
 
 def matmul():
@@ -119,6 +119,10 @@ def test_compute_at_is_allowed_through_an_inlined_reader():
     wl, s, T1, T2, out = chain()
     s[T2].compute_inline()
     s[T1].compute_at(s[out], out.op.axis[0])  # T_relu reads T_mul through the inlined T_add1
+    func = check(s, wl).func                  # lowers, builds, runs, compares with NumPy
+    text = str(func)
+    assert f"allocate T_mul[1, {N}]" in text, text  # one row of T_mul per row of T_relu
+    assert "T_add1" not in text, text
 
 
 def test_compute_at_itself():

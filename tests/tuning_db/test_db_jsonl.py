@@ -30,7 +30,9 @@ def _contents(db) -> tuple[list[dict], list[dict]]:
     """Every record and run as dicts, without database ids."""
     records = [asdict(r) | {"id": None, "run_id": None}
                for w in db.list_workloads() for r in db.records_for_task(w.key, None)]
-    runs = [asdict(r) | {"id": None} for r in db.list_runs()]
+    local = {"id": None, "pid": None, "host": None, "heartbeat_at": None, "resumed_from": None,
+             "baseline_gflops": None}  # the process and resume links of a run are not exported
+    runs = [asdict(r) | local for r in db.list_runs()]
     return records, runs
 
 

@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,16 +125,52 @@ def test_unwritable_location(tmp_path):
         Database(tmp_path / "dir.db")
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
+#: Opens argv[1] as a database in a child process; prints the DatabaseError and exits 3.
+_OPEN_AS_CHILD = """import sys
+from tuning_db import Database, DatabaseError
+try:
+    Database(sys.argv[1])
+except DatabaseError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def _open_on_a_read_only_mount(path: Path) -> str:
+    """Open ``path`` in a child whose view of ``path.parent`` is a read-only tmpfs, mounted in a
+    mount namespace of its own (nothing outside the child sees it): root may write into any
+    directory whatever its mode, and CI runs as root, but not onto a read-only file system.
+    The message of the DatabaseError the child got."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to mount a read-only file system as root")
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p)}
+    script = 'mount -t tmpfs -o ro,size=64k tmpfs "$1" || exit 97; shift; exec "$@"'
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(path.parent),
+                           sys.executable, "-c", _OPEN_AS_CHILD, str(path)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    if proc.returncode == 97 or "unshare failed" in proc.stderr:
+        pytest.skip(f"cannot mount a read-only file system here: {proc.stderr.strip()}")
+    assert proc.returncode == 3, f"exit {proc.returncode}\n{proc.stdout}{proc.stderr}"
+    return proc.stdout.strip()
+
+
 def test_read_only_directory(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        with pytest.raises(DatabaseError, match=f"{locked}/t.db: directory .* is not writable"):
-            Database(locked / "t.db")
-    finally:
-        locked.chmod(0o700)
+    path = locked / "t.db"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        message = _open_on_a_read_only_mount(path)
+    else:
+        locked.chmod(0o500)
+        try:
+            with pytest.raises(DatabaseError) as info:
+                Database(path)
+        finally:
+            locked.chmod(0o700)
+        message = str(info.value)
+    assert re.fullmatch(rf"{re.escape(str(path))}: directory {re.escape(str(locked))} is not writable", message)
+    assert list(locked.iterdir()) == []
 
 
 def test_bad_urls_and_closed_databases_raise_database_error(tmp_path):

@@ -1,0 +1,73 @@
+"""A database written before schema version 2 opens, migrated in place, and keeps working.
+
+``data/schema_v1.sql`` is the SQL dump of a file the version-1 code wrote (a finished run
+of three records and a run killed after one record, on host "oldhost").
+"""
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import tuning_db
+from tuning_db.schema import MIGRATIONS
+
+FIXTURE = Path(__file__).parent / "data" / "schema_v1.sql"
+KEY = 'matmul{"K":16,"M":16,"N":16,"dtype":"float32","out_dtype":null,"transpose_a":false,"transpose_b":false}'
+PARAMS = {"K": 16, "M": 16, "N": 16, "dtype": "float32", "out_dtype": None, "transpose_a": False,
+          "transpose_b": False}
+STARTED = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def v1_file(tmp_path) -> Path:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as con:
+        con.executescript(FIXTURE.read_text())
+    con.close()
+    return path
+
+
+def _version(path: Path) -> str:
+    with sqlite3.connect(path) as con:
+        return con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+
+
+def test_the_fixture_is_version_1_and_version_2_has_a_migration_from_it(v1_file):
+    assert _version(v1_file) == "1"
+    assert tuning_db.SCHEMA_VERSION == 2 and set(MIGRATIONS) == {1}
+
+
+def test_a_version_1_file_opens_with_its_runs_and_records(v1_file):
+    with tuning_db.Database(v1_file, create=False) as db:
+        runs = db.list_runs()
+        assert [(r.id, r.status, r.n_records, r.n_ok) for r in runs] == [(1, "finished", 3, 2), (2, "running", 1, 1)]
+        assert all(r.pid is None and r.host is None and r.heartbeat_at is None for r in runs)
+        assert db.best(KEY).median_s == 1e-6
+        assert [b for _, b in db.best_so_far(1)] == [pytest.approx(4.096), pytest.approx(4.096), pytest.approx(8.192)]
+    assert _version(v1_file) == "2"
+    with sqlite3.connect(v1_file) as con:
+        columns = {row[1] for row in con.execute("PRAGMA table_info(tuning_runs)")}
+    assert {"pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops"} <= columns
+
+
+def test_an_old_killed_run_ages_from_its_start_and_can_be_taken_over(v1_file):
+    with tuning_db.Database(v1_file) as db:
+        killed = db.get_run(2)
+        assert killed.state(now=STARTED + timedelta(minutes=10)) == "running"
+        assert killed.state(now=STARTED + timedelta(hours=2)) == "stale"
+        assert db.take_over_stale_runs(KEY, "cpu", now=STARTED + timedelta(hours=2)) == [2]
+        target = db.list_targets()[0].target
+        new = db.start_run(KEY, "matmul", PARAMS, target, "xgb", 0, 10, resumed_from=2, baseline_gflops=8.192)
+        assert [r.status for r in db.list_runs()] == ["finished", "interrupted", "running"]
+        assert db.get_run(new).resumed_from == 2
+
+
+def test_a_migrated_file_is_not_migrated_again(v1_file):
+    tuning_db.Database(v1_file).close()
+    with sqlite3.connect(v1_file) as con:
+        con.execute("UPDATE tuning_runs SET host = 'kept' WHERE id = 1")
+    with tuning_db.Database(v1_file) as db:
+        assert db.get_run(1).host == "kept"
