@@ -85,8 +85,12 @@ def resolve_workload(db, text: str) -> str:
         return matches[0]
     if not matches:
         raise click.ClickException(f"no workload {text!r} in {db.location} (see `autotune log workloads`)")
-    shown = ", ".join(matches[:5]) + (f", ... ({len(matches)} in all)" if len(matches) > 5 else "")
-    raise click.ClickException(f"{text!r} matches several workloads: {shown}; give more of the key")
+    raise click.ClickException(f"{text!r} matches several workloads: {short_list(matches)}; give more of the key")
+
+
+def short_list(keys: list[str], show: int = 5) -> str:
+    """The first ``show`` of ``keys``, comma-separated, with the total when some are left out."""
+    return ", ".join(keys[:show]) + (f", ... ({len(keys)} in all)" if len(keys) > show else "")
 
 
 # ---------------------------------------------------------------- targets

@@ -99,8 +99,8 @@ def _only_workload(db, target) -> str:
         return keys[0]
     if not keys:
         raise click.ClickException(f"no records to replay in {db.location}")
-    shown = ", ".join(keys[:5]) + (f", ... ({len(keys)} in all)" if len(keys) > 5 else "")
-    raise click.ClickException(f"{len(keys)} workloads in {db.location} ({shown}); choose one with --workload")
+    raise click.ClickException(f"{len(keys)} workloads in {db.location} ({opt.short_list(keys)}); "
+                               f"choose one with --workload")
 
 
 def _progress_line(run) -> None:
