@@ -32,6 +32,7 @@ from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
 from backends.errors import BuildLimitError
 from backends.process import kill_running_groups
 from schedule import ir
+from schedule.passes import StmtVisitor
 from schedule.config import ConfigError
 from te.errors import TEError
 
@@ -135,9 +136,21 @@ class LocalBuilder(Builder):
 def unrolled_copies(func: ir.LoweredFunc) -> int:
     """The most copies of one statement that unrolling makes: the largest product of the
     trip counts of nested unrolled loops (a loop of unknown trip count is not unrolled)."""
-    def most(stmt: ir.Stmt, copies: int) -> int:
-        if isinstance(stmt, ir.For) and stmt.kind == ir.UNROLLED:
-            copies *= ir.max_trip_count(stmt.extent) or 1
-        return max([copies, *(most(child, copies) for child in ir.child_stmts(stmt))])
+    counter = _UnrolledCopies()
+    counter.visit(func.body)
+    return counter.most
 
-    return most(func.body, 1)
+
+class _UnrolledCopies(StmtVisitor):
+    """At each store, the product of the trip counts of the unrolled loops around it."""
+
+    def __init__(self):
+        super().__init__()
+        self.most = 1
+
+    def visit_BufferStore(self, s: ir.BufferStore) -> None:
+        copies = 1
+        for loop in self.loops:
+            if loop.kind == ir.UNROLLED:
+                copies *= ir.max_trip_count(loop.extent) or 1
+        self.most = max(self.most, copies)

@@ -95,6 +95,15 @@ class MeasureResult:
         m = self.median_s
         return None if m is None else flops / m / 1e9
 
+    @classmethod
+    def from_record(cls, rec) -> "MeasureResult":
+        """The result a stored ``tuning_db.MeasureRecord`` holds (for resuming and replaying);
+        an ok record stored without its repeats keeps its median as the one cost."""
+        status = Status(rec.status)
+        costs = list(rec.costs) if rec.costs else ([rec.median_s] if rec.median_s else [])
+        return cls(status, costs=costs if status is Status.OK else [], error=rec.error,
+                   build_s=rec.build_s, run_s=rec.run_s)
+
 
 class Builder:
     """Turns measure inputs into compiled kernels: ``build(inputs)`` returns one

@@ -100,10 +100,9 @@ class RecordedTrial:
 
     @classmethod
     def from_record(cls, rec) -> "RecordedTrial":
-        """From a ``tuning_db.MeasureRecord``; an ok record without repeats keeps its median as one."""
-        status = Status(rec.status)
-        costs = tuple(rec.costs) if rec.costs or status is not Status.OK else (rec.median_s,)
-        return cls(status, costs, rec.build_s, rec.run_s, rec.error)
+        """From a ``tuning_db.MeasureRecord`` (as ``MeasureResult.from_record`` reads it)."""
+        r = MeasureResult.from_record(rec)
+        return cls(r.status, tuple(r.costs), r.build_s, r.run_s, r.error)
 
 
 class Recording:

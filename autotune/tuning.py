@@ -239,8 +239,7 @@ def _replay_stored(db, task: Task, target, search: Tuner, result: TuneResult) ->
             task.space.knobs.check(config)
         except ValueError:
             continue  # a record from another version of the space
-        res = MeasureResult(rec.status, costs=list(rec.costs) if rec.status == Status.OK else [], error=rec.error,
-                            build_s=rec.build_s, run_s=rec.run_s)
+        res = MeasureResult.from_record(rec)
         configs.append(config)
         measured.append(res)
         result.history.append(Trial(len(result.history), config, res))
