@@ -20,9 +20,11 @@ anchored: NumPy has no BLAS path for other dtypes.
 machines, so a process that measures an anchor calls ``reexec_without_blas_overrides()``
 first (before doing any work), which restarts it once without them; ``describe_blas()``
 puts the kernel that actually ran on record. On a CUDA target the anchor is cuBLAS
-through CuPy (``cupy_gflops``), timed with CUDA events. ``NumpyAnchor`` and
-``CublasAnchor`` are the two behind one interface; each target kind names its own in
-``autotune.targets``.
+through CuPy (``cupy_equivalent``). ``NumpyAnchor`` and ``CublasAnchor`` are the two
+behind one interface (``measure(task, timing)``: an ``AnchorFigure`` timed with the
+candidates' protocol, ``timing_protocol``, or why there is none); each target kind names
+its own in ``autotune.targets``. The command line measures the anchor before and after
+tuning and warns when the two ``disagree`` by more than the noise allowance.
 """
 from __future__ import annotations
 
@@ -31,11 +33,14 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from te import dtypes
+
+from .timing_protocol import CacheFlusher, Rounds, fastest_round
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Set in the environment of the restarted process so that a failed clean-up cannot loop.
@@ -222,19 +227,18 @@ def numpy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) 
 # ---------------------------------------------------------------- cuBLAS (CUDA targets)
 
 
-def cupy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -> float | None:
-    """cuBLAS's GFLOP/s (``cupy.matmul``) on a matmul-family task, timed with CUDA events;
-    None when CuPy or a GPU is missing or the op has no cuBLAS equivalent."""
+def cupy_equivalent(task) -> tuple[Callable[[], object] | None, Callable[[], float] | None, str]:
+    """(a no-argument callable queueing cuBLAS's version of ``task`` on the current stream,
+    a clock that waits for the stream before it reads the time, why not): ``cupy.matmul``
+    on a matmul-family task; None, None when CuPy, a GPU or an equivalent is missing.
+    The clock makes a repeat of several calls one span of device time, as CUDA events
+    would, without a wait between the calls."""
     if task.workload_name not in ("matmul", "batch_matmul", "dense") or not has_numpy_anchor(task):
-        if not quiet:
-            print(f"no anchor: no cuBLAS equivalent of {task.workload_name} here")
-        return None
+        return None, None, f"no anchor: no cuBLAS equivalent of {task.workload_name} here"
     try:
         import cupy
     except ImportError:
-        if not quiet:
-            print("no anchor: CuPy is not installed")
-        return None
+        return None, None, "no anchor: CuPy is not installed"
     p = task.params
     inputs = [cupy.asarray(a) for a in task.workload.random_inputs(seed=0)]
     a, b = inputs[0], inputs[1]
@@ -244,6 +248,7 @@ def cupy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -
         a = cupy.swapaxes(a, -1, -2) if p.get("transpose_a") else a
         b = cupy.swapaxes(b, -1, -2) if p.get("transpose_b") else b
         bias = None
+    stream = cupy.cuda.get_current_stream()
 
     def fn():
         out = cupy.matmul(a, b)
@@ -252,21 +257,50 @@ def cupy_gflops(task, min_time: float = DEFAULT_MIN_TIME, quiet: bool = False) -
         if p.get("relu"):
             cupy.maximum(out, 0, out=out)
 
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    for _ in range(3):
-        fn()
-    times: list[float] = []
-    t_begin = time.perf_counter()
-    while len(times) < 10 or time.perf_counter() - t_begin < min_time:
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    return task.flops / statistics.median(times) / 1e9
+    def clock() -> float:
+        stream.synchronize()
+        return time.perf_counter()
+
+    return fn, clock, ""
 
 
 # ---------------------------------------------------------------- anchors per target kind
+
+
+@dataclass(frozen=True)
+class AnchorFigure:
+    """An anchor's speed on a task, measured with the candidates' protocol: the GFLOP/s of
+    each round's median and the fastest of them; ``blas`` names NumPy's BLAS kernel."""
+
+    name: str
+    round_gflops: tuple[float, ...]
+    blas: str | None = None
+
+    @property
+    def gflops(self) -> float:
+        return max(self.round_gflops)
+
+
+def figure_from_rounds(name: str, task, rounds: Rounds, blas: str | None = None) -> AnchorFigure:
+    return AnchorFigure(name, tuple(task.flops / s / 1e9 for s in rounds.medians), blas)
+
+
+#: How far apart the anchor's figures before and after tuning may lie before the report
+#: warns: about twice the median difference between two measurements of one candidate
+#: under the three-round protocol (bench/RESULTS.md, "Measuring rounds").
+NOISE_ALLOWANCE = 0.15
+
+
+def disagreement(before: AnchorFigure, after: AnchorFigure, allowance: float = NOISE_ALLOWANCE) -> str | None:
+    """Why the two figures of one anchor cannot both be right (None when they agree within
+    ``allowance``, relative to the faster): the machine was busier during one of them."""
+    fast, slow = max(before.gflops, after.gflops), min(before.gflops, after.gflops)
+    gap = 1.0 - slow / fast
+    if gap <= allowance:
+        return None
+    return (f"{before.name} ran at {before.gflops:.4g} GFLOP/s before tuning and {after.gflops:.4g} after, "
+            f"{gap:.0%} apart (more than the {allowance:.0%} noise allowance): something else was using "
+            f"the machine, so the ratio may be off; re-time on a quiet machine")
 
 
 class NumpyAnchor:
@@ -282,17 +316,18 @@ class NumpyAnchor:
         """Host memory measuring ``task`` takes (for the size check before tuning)."""
         return numpy_workspace_bytes(task)
 
-    def measure(self, task) -> dict:
-        """dict(name, gflops, blas), or dict(why) when the op has no fair NumPy equivalent."""
+    def measure(self, task, timing=None) -> AnchorFigure | str:
+        """The figure, measured like a candidate (``timing``: a ``runner.TimingOptions``,
+        default the runner's), or why there is none (the op has no fair NumPy equivalent)."""
         fn, why = numpy_equivalent(task)
         if fn is None:
-            return dict(why=why)
-        gflops = task.flops / median_seconds(fn) / 1e9
-        return dict(name=self.name, gflops=gflops, blas=describe_blas())
+            return why
+        rounds = fastest_round(fn, _timing(timing), flush=CacheFlusher())
+        return figure_from_rounds(self.name, task, rounds, describe_blas())
 
 
 class CublasAnchor:
-    """The anchor of the cuda kind: cuBLAS through CuPy, timed with CUDA events."""
+    """The anchor of the cuda kind: cuBLAS through CuPy, timed in device time."""
 
     name = "cuBLAS"
 
@@ -305,6 +340,15 @@ class CublasAnchor:
 
         return sum(tensor_nbytes(t) for t in task.workload.inputs) if has_numpy_anchor(task) else 0
 
-    def measure(self, task) -> dict:
-        gflops = cupy_gflops(task, quiet=True)
-        return dict(name=self.name, gflops=gflops, why="no anchor: no cuBLAS equivalent of this op")
+    def measure(self, task, timing=None) -> AnchorFigure | str:
+        fn, clock, why = cupy_equivalent(task)
+        if fn is None:
+            return why
+        rounds = fastest_round(fn, _timing(timing), flush=lambda: None, clock=clock)
+        return figure_from_rounds(self.name, task, rounds)
+
+
+def _timing(timing):
+    from .runner import TimingOptions
+
+    return TimingOptions() if timing is None else timing

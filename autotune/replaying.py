@@ -130,6 +130,10 @@ class Recording:
     def get(self, config: Config) -> RecordedTrial | None:
         return self.trials.get(config.to_json())
 
+    def configs(self) -> list[Config]:
+        """The recorded configs, in recording order."""
+        return [Config.from_json(key) for key in self.trials]
+
     @property
     def n_ok(self) -> int:
         return sum(t.ok for t in self.trials.values())
@@ -415,11 +419,13 @@ def replay_one(recording: Recording, tuner: str, seed: int = 0, *, trials: int =
 
 def replay(recording: Recording, tuners: Sequence[str], seeds: int | Sequence[int] = 20, *, trials: int = 1000,
            batch_size: int = 64, miss: str = "skip", max_misses: int | None = None, restrict: bool = False,
-           on_run=None):
+           on_run=None, jobs: int = 1):
     """Replay every tuner with every seed against ``recording``; a ``replay_report.ReplayReport``.
 
     ``seeds``: a count (seeds 0 .. n-1) or the seeds themselves. ``on_run(run)`` is
-    called after each replayed run (for progress). One feature cache serves every run.
+    called after each replayed run, in order (for progress). One feature cache serves
+    every run. ``jobs`` > 1 replays that many runs at a time in forked processes: each
+    run is deterministic under its seed, so the report is the same as with ``jobs=1``.
     """
     from .features import FeatureCache
     from .replay_report import ReplayReport
@@ -437,19 +443,58 @@ def replay(recording: Recording, tuners: Sequence[str], seeds: int | Sequence[in
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     if miss not in MISS_MODES:
         raise ValueError(f"miss must be one of {', '.join(MISS_MODES)}, got {miss!r}")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     runs: dict[str, list[ReplayRun]] = {t: [] for t in tuners}
+    pairs = [(tuner, seed) for tuner in tuners for seed in seeds]
+    options = dict(trials=trials, batch_size=batch_size, miss=miss, max_misses=max_misses, restrict=restrict)
     features = FeatureCache(workers=os.cpu_count() or 1)
     try:
-        for tuner in tuners:
-            for seed in seeds:
-                run = replay_one(recording, tuner, seed, trials=trials, batch_size=batch_size, miss=miss,
-                                 max_misses=max_misses, restrict=restrict, features=features)
-                runs[tuner].append(run)
-                if on_run is not None:
-                    on_run(run)
+        for run in _replay_pairs(recording, pairs, options, features, jobs):
+            runs[run.tuner].append(run)
+            if on_run is not None:
+                on_run(run)
     finally:
         features.close()
     return ReplayReport.from_runs(recording, runs, trials=trials, miss=miss, restrict=restrict)
+
+
+def _replay_pairs(recording: Recording, pairs: list[tuple[str, int]], options: dict, features, jobs: int):
+    """The ``ReplayRun`` of each (tuner, seed) in ``pairs``, in order; ``jobs`` at a time."""
+    if jobs == 1 or len(pairs) == 1:
+        for tuner, seed in pairs:
+            yield replay_one(recording, tuner, seed, features=features, **options)
+        return
+    import multiprocessing
+
+    # Lower every recorded config once, here, so that the forked processes share the
+    # features instead of each lowering them again.
+    features.get_many(recording.task, recording.configs())
+    global _FORKED
+    _FORKED = (recording, options, features)
+    try:
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(pairs)), initializer=_start_replay_process,
+                                                      initargs=(os.getpid(),)) as pool:
+            yield from pool.imap(_replay_forked, pairs)
+    finally:
+        _FORKED = None
+
+
+#: What a forked replay process inherits: (recording, options, feature cache).
+_FORKED = None
+
+
+def _start_replay_process(parent_pid: int) -> None:
+    from backends.process import die_with_parent
+
+    die_with_parent(parent_pid)
+    _FORKED[2].forked()
+
+
+def _replay_forked(pair: tuple[str, int]) -> ReplayRun:
+    recording, options, features = _FORKED
+    tuner, seed = pair
+    return replay_one(recording, tuner, seed, features=features, **options)
 
 
 # ---------------------------------------------------------------- making a recording

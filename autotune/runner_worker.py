@@ -13,12 +13,10 @@ where status is a ``tuning_db.Status``: ok (payload: list of seconds), wrong_ans
 runtime_error (payload: a message).
 
 Timing protocol (CPU): one verification call on outputs prefilled with NaN (or a
-sentinel), compared with the reference; one warm-up; then repeats until both
-``min_repeats`` and ``min_time`` are reached (at most ``max_repeats``), each repeat
-after flushing the caches with a buffer larger than the last-level cache, each
-repeat long enough (several calls) to be well above the clock's resolution. A
-candidate already ``slow_factor`` times slower than the best so far stops after the
-warm-up: it cannot win, and its one timing ranks it. That is one round; the runner
+sentinel), compared with the reference; then one round of ``timing_protocol.time_round``
+(a warm-up, then cache-flushed repeats until ``min_repeats`` and ``min_time``), the
+protocol the anchors use too. A candidate already ``slow_factor`` times slower than the
+best so far stops after a call: it cannot win, and its one timing ranks it. The runner
 asks for several rounds of the same kernel and keeps the fastest (see ``runner``).
 """
 from __future__ import annotations
@@ -30,11 +28,9 @@ import traceback
 
 import numpy as np
 
-from schedule.targets.cpu import read_caches
 from tuning_db.records import Status
 
-#: Shortest stretch of time one repeat measures.
-MIN_REPEAT_S = 2e-3
+from .timing_protocol import CacheFlusher, time_round
 
 
 class _Workspace:
@@ -50,7 +46,7 @@ class _Workspace:
         self.references = wl.reference(*self.inputs)
         self.reduction = reduction_length(wl.outputs)
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
-        self.flush_buffer = np.zeros(min(max(read_caches().values()) * 3 // 2, 256 << 20) // 8, dtype=np.float64)
+        self.flush = CacheFlusher()
 
     def reset_outputs(self) -> None:
         for out in self.outputs:
@@ -58,9 +54,6 @@ class _Workspace:
                 out.fill(np.nan)
             else:
                 out.fill(np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1)
-
-    def flush(self) -> None:
-        self.flush_buffer += 1.0
 
 
 def _run(ws: _Workspace, artifact: str, function: str, options: dict):
@@ -84,29 +77,11 @@ def _run(ws: _Workspace, artifact: str, function: str, options: dict):
         best = options.get("best_cost")
         if best is not None and first > options["slow_factor"] * best:
             return Status.OK, [first]  # cannot win; its one (cold) timing ranks it
-        return Status.OK, _time(fn, ptrs, ws, options)
+        return Status.OK, time_round(fn, ptrs, min_repeats=options["min_repeats"],
+                                     max_repeats=options["max_repeats"], min_time=options["min_time"],
+                                     flush=ws.flush, best_cost=best, slow_factor=options["slow_factor"])
     finally:
         _dlclose(lib)
-
-
-def _time(fn, ptrs, ws: _Workspace, options: dict) -> list[float]:
-    t0 = time.perf_counter()
-    fn(*ptrs)  # warm-up
-    first = time.perf_counter() - t0
-    best = options.get("best_cost")
-    if best is not None and first > options["slow_factor"] * best:
-        return [first]
-    number = max(1, int(MIN_REPEAT_S / max(first, 1e-9)))
-    costs: list[float] = []
-    start = time.perf_counter()
-    min_repeats, max_repeats, min_time = options["min_repeats"], options["max_repeats"], options["min_time"]
-    while len(costs) < max_repeats and (len(costs) < min_repeats or time.perf_counter() - start < min_time):
-        ws.flush()
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn(*ptrs)
-        costs.append((time.perf_counter() - t0) / number)
-    return costs
 
 
 def _dlclose(lib) -> None:

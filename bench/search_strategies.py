@@ -9,8 +9,8 @@ hours for 3000 configs of four workloads), then replay every tuner with every se
 everything recorded for it, searching the recorded configs only (``autotune.replay(...,
 restrict=True)``: a random sample is sparse, so other proposals would nearly all miss),
 and write
-  bench/out/strategies-<op>.json   the report: summary, curves, every run
-  bench/out/strategies-<op>.png    best-so-far against trials and simulated seconds
+  bench/out/strategies-<name>.json   the report: summary, curves, every run
+  bench/out/strategies-<name>.png    best-so-far against trials and simulated seconds
 and print each workload's table: trials and simulated seconds to 0.9x / 0.95x / 1.0x of
 the recorded optimum. ``--record 0`` replays what the database holds without measuring.
 """
@@ -22,18 +22,26 @@ import os
 import sys
 
 from autotune.replaying import Recording, replay, sample
+from autotune.runner import TimingOptions
 from autotune.task import Task
 from tuning_db import Database
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
-#: The recorded workloads: a compute-bound product, a convolution, a fused epilogue, a reduction.
+#: The recorded workloads: a square product, a product whose extents share few factors
+#: with any tile (tails everywhere), a convolution and a product with a fused epilogue.
+#: Each entry: (op, workload parameters).
 WORKLOADS = {
-    "matmul": dict(M=512, N=512, K=512),
-    "conv2d": dict(N=1, C=64, H=28, W=28, K=64, R=3, S=3, padding=1),
-    "dense": dict(M=256, N=512, K=512, bias=True, relu=True),
-    "softmax": dict(shape=[256, 1024]),
+    "matmul": ("matmul", dict(M=1024, N=1024, K=1024)),
+    "matmul-odd": ("matmul", dict(M=777, N=1001, K=999)),
+    "conv2d": ("conv2d", dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1)),
+    "dense": ("dense", dict(M=256, N=1024, K=1024, bias=True, relu=True)),
 }
+
+#: How the recordings are measured: one round each (a replay ranks configs; it does not
+#: need the precision of a reported figure) and a short timeout (a config slower than
+#: this is far from the optimum whatever its exact time).
+RECORD_OPTIONS = dict(timing=TimingOptions(rounds=1), timeout=3.0)
 
 
 def main() -> None:
@@ -45,20 +53,25 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--db", default=os.path.join(OUT, "strategies.db"))
     parser.add_argument("--only", default=None, help="one workload of " + ", ".join(WORKLOADS))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="replays run at a time")
+    parser.add_argument("--record-only", action="store_true", help="measure the recordings, replay nothing")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
     chosen = {args.only: WORKLOADS[args.only]} if args.only else WORKLOADS
     with Database(args.db) as db:
-        for op, params in chosen.items():
+        for name, (op, params) in chosen.items():
             task = Task(op, params, "cpu")
             have = len(db.records_for_task(task.key, "cpu"))
             if have < args.record:
-                print(f"{op}: measuring {args.record - have} random configs (have {have})", flush=True)
-                sample(task, args.record, db, resume=True, batch_size=args.batch_size)  # the rest, no repeats
+                print(f"{name}: measuring {args.record - have} random configs (have {have})", flush=True)
+                sample(task, args.record, db, resume=True, batch_size=args.batch_size,  # the rest, no repeats
+                       **RECORD_OPTIONS)
+            if args.record_only:
+                continue
             recording = Recording.from_db(db, task.key, "cpu", task=task)
             report = replay(recording, args.tuners.split(","), args.seeds, trials=args.trials,
-                            batch_size=args.batch_size, restrict=True, on_run=_progress)
-            stem = os.path.join(OUT, f"strategies-{op}")
+                            batch_size=args.batch_size, restrict=True, on_run=_progress, jobs=args.jobs)
+            stem = os.path.join(OUT, f"strategies-{name}")
             with open(stem + ".json", "w") as f:
                 json.dump(report.to_json(), f)
             report.plot(stem + ".png")

@@ -1,10 +1,11 @@
 """The ``autotune`` command line: one command per library op, and ``autotune log`` for the database.
 
     autotune matmul -M 1024 -N 1024 -K 1024 --trials 1000
-    autotune log top matmul -k 5
+    autotune log top --workload matmul -k 5
 
 Modules, one noun each: ``tune_cmd`` (the op commands, generated from the workload
-signatures), ``log_cmd`` (database inspection), ``options`` (shared options and types),
+signatures), ``log_cmd`` (database inspection), ``options`` (shared options and types: one
+``--workload``, ``--target``, ``--db`` and ``--json`` for every command that has them),
 ``report`` (progress bar and summary), ``replay_cmd`` (``sample`` and ``replay``: search
 strategies compared on recorded measurements). Every command is a thin layer over the library
 (``autotune.tune``, ``tuning_db.Database``); the library's own errors (``TaskError``,

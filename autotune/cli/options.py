@@ -1,10 +1,12 @@
 """Shared options and parameter types of the command line.
 
 Options used by more than one command are decorators here (``db_option``,
-``tuning_options``), so each command lists its own options and no parameter list is
-copied. Values the library checks itself (workload parameters) are passed through and its
-one-line errors shown; values only the command line knows about (``--trials``,
-``--target``) are checked here with click's types, so a bad one is a usage error.
+``workload_option``, ``target_kind_option``, ``json_option``, ``tuning_options``), so each
+command lists its own options, no parameter list is copied, and every command spells a
+workload ``--workload KEY``, a target ``--target`` and JSON output ``--json``. Values the
+library checks itself (workload parameters) are passed through and its one-line errors
+shown; values only the command line knows about (``--trials``, ``--target``) are checked
+here with click's types, so a bad one is a usage error.
 """
 from __future__ import annotations
 
@@ -62,6 +64,43 @@ def db_option(fn: Callable) -> Callable:
     )(fn)
 
 
+def workload_option(help_text: str) -> Callable:
+    """``--workload KEY``, the one way every command names a workload (``resolve_workload``'s rules)."""
+    return click.option("--workload", "workload", metavar="KEY", default=None, help=help_text)
+
+
+def target_kind_option(help_text: str) -> Callable:
+    """``--target KIND``, the one way every command that reads records narrows them to a target kind."""
+    return click.option("--target", "target", type=TargetKindParam(), default=None, help=help_text)
+
+
+def json_flag(help_text: str) -> Callable:
+    """``--json``: print one JSON document on stdout instead of text."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+#: ``--json`` of the commands that print tables.
+json_option = json_flag("Print one JSON document (keys: the table's headers in snake_case) "
+                        "instead of the table.")
+
+
+class LegacyArgument(click.Argument):
+    """A positional argument old scripts still pass, left out of the usage line: the option
+    that replaced it is the documented form."""
+
+    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return []
+
+
+def one_workload_text(option: str | None, positional: str | None) -> str | None:
+    """The workload named by ``--workload`` or by the legacy positional KEY; a usage error
+    when both are given and say different things."""
+    if option is not None and positional is not None and option != positional:
+        raise click.UsageError(f"the workload is given twice, as KEY {positional!r} and as --workload {option!r}; "
+                               f"give it once, with --workload")
+    return option if option is not None else positional
+
+
 def open_db(db_url: str | None, create: bool = True):
     """Open the ``tuning_db.Database`` (a ``DatabaseError`` becomes a one-line ``Error:`` in ``main``).
 
@@ -86,6 +125,25 @@ def resolve_workload(db, text: str) -> str:
     if not matches:
         raise click.ClickException(f"no workload {text!r} in {db.location} (see `autotune log workloads`)")
     raise click.ClickException(f"{text!r} matches several workloads: {short_list(matches)}; give more of the key")
+
+
+def only_workload(db, target: str | None, doing: str) -> str:
+    """The one workload with records (on ``target``), for commands whose ``--workload`` may be
+    left out; a click error saying there is none, or listing them, otherwise. ``doing`` ends
+    the "no records to ..." message ("replay", "rank")."""
+    keys = [w.key for w in db.list_workloads(target) if w.n_records]
+    if len(keys) == 1:
+        return keys[0]
+    if not keys:
+        on = f" on {target}" if target else ""
+        raise click.ClickException(f"no records{on} to {doing} in {db.location}")
+    raise click.ClickException(f"{len(keys)} workloads in {db.location} ({short_list(keys)}); "
+                               f"choose one with --workload")
+
+
+def pick_workload(db, text: str | None, target: str | None, doing: str) -> str:
+    """The workload ``text`` names (``resolve_workload``), or with none given the only one there is."""
+    return resolve_workload(db, text) if text else only_workload(db, target, doing)
 
 
 def short_list(keys: list[str], show: int = 5) -> str:
@@ -133,6 +191,20 @@ class TargetKindParam(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+#: What ``--target auto`` picks, as ``autotune.targets.resolve("auto")`` does it: the
+#: highest-ranked kind the tuning loop can measure on here. cuda ranks first, but its
+#: measure_problem refuses every GPU until the loop measures on one, so auto is cpu.
+AUTO_TARGET_HELP = "auto picks cpu: the tuning loop does not measure on a GPU yet."
+
+
+def target_spec_option(doing: str) -> Callable:
+    """``--target auto|KIND[:PRESET]`` of the commands that measure, checked by ``choose_target``."""
+    return click.option(
+        "--target", "target", type=TargetSpec(), default="auto", show_default=True, callback=choose_target,
+        help=f"Target to {doing}: a kind with an optional preset (cpu, cpu:avx2, cuda:sm_80, ...); "
+             f"{AUTO_TARGET_HELP}")
+
+
 def choose_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Refuse a target the tuning loop cannot measure on here (``autotune.targets``);
     ``auto`` is resolved when the run starts, which then says what it picked. Printing
@@ -160,10 +232,7 @@ def tuning_options(fn: Callable) -> Callable:
     decorators = [
         click.option("--trials", type=POSITIVE_INT, default=1000, show_default=True,
                      help="Measurements to make (with --resume: in total, stored ones included)."),
-        click.option("--target", type=TargetSpec(), default="auto", show_default=True, callback=choose_target,
-                     help="Target to tune for: a kind with an optional preset (cpu, cpu:avx2, cuda:sm_80, ...); "
-                          "auto picks the best one measurable here (cuda when the tuning loop can measure "
-                          "on a GPU found here, else cpu)."),
+        target_spec_option("tune for"),
         click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True,
                      help="Search: XGBoost cost model, genetic, random or grid."),
         db_option,

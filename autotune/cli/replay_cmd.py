@@ -9,6 +9,7 @@ Thin: the logic is ``autotune.replaying`` (the replay) and ``autotune.replay_rep
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -21,13 +22,11 @@ MISS_HELP = ("What a config missing from the recording does: skip (not a trial, 
              "or fail (a failed trial that counts against --trials).")
 
 
-@click.command("replay")
+@click.command("replay", short_help="Replay tuners on recorded measurements.")
 @opt.db_option
-@click.option("--workload", metavar="KEY", default=None,
-              help="Workload to replay (key, unique prefix or op name); may be left out when the "
-                   "database holds one workload.")
-@click.option("--target", type=opt.TargetKindParam(), default=None,
-              help="Target kind of the records; may be left out when there is one.")
+@opt.workload_option("Workload to replay (key, unique prefix or op name); may be left out when the "
+                     "database holds one workload.")
+@opt.target_kind_option("Target kind of the records; may be left out when there is one.")
 @click.option("--tuner", "tuners", type=click.Choice(opt.TUNERS), multiple=True,
               help="A search strategy to replay; repeat for several [default: xgb, ga and random].")
 @click.option("--seeds", type=opt.POSITIVE_INT, default=20, show_default=True,
@@ -41,31 +40,37 @@ MISS_HELP = ("What a config missing from the recording does: skip (not a trial, 
 @click.option("--restrict", is_flag=True,
               help="Search the recorded configs only: for a sampled recording (autotune sample), where "
                    "nearly every other proposal would miss.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report (curves and every run) as JSON.")
+@click.option("--jobs", type=opt.POSITIVE_INT, default=None, metavar="N",
+              help="Replay N runs at a time (same report) [default: the usable CPUs].")
+@opt.json_flag("Print the report (curves and every run) as one JSON document.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Draw best-so-far curves per strategy into FILE (.png or .svg).")
-def replay_cmd(db_url, workload, target, tuners, seeds, trials, batch_size, miss, max_misses, restrict, as_json,
-               plot):
+def replay_cmd(db_url, workload, target, tuners, seeds, trials, batch_size, miss, max_misses, restrict, jobs,
+               as_json, plot):
     """Replay tuners against the measurements stored for one workload: no builds, no device runs.
 
     Each recorded config "measures" as its recorded status and cost; model training and
     search run for real. Prints, per strategy, the trials and simulated seconds (recorded
     build + run) to reach 0.9x, 0.95x and 1.0x of the recorded optimum.
 
-    Example: autotune replay --tuner xgb --tuner ga --seeds 20 --trials 1000 --plot strategies.png
+    \b
+    Example:
+        autotune replay --tuner xgb --tuner ga --seeds 20 --trials 1000 \\
+            --plot strategies.png
     """
     if plot is not None and not plot.lower().endswith((".png", ".svg")):
         raise click.BadParameter("end the file name in .png or .svg", param_hint="--plot")
     from ..replaying import Recording, replay
 
     with opt.open_db(db_url, create=False) as db:  # replay only reads
-        key = opt.resolve_workload(db, workload) if workload else _only_workload(db, target)
+        key = opt.pick_workload(db, workload, target, "replay")
         recording = Recording.from_db(db, key, target)
     if not as_json:
         click.echo(_describe(recording))
     progress = _progress_line if sys.stderr.isatty() else None
     report = replay(recording, tuners or ("xgb", "ga", "random"), seeds, trials=trials, batch_size=batch_size,
-                    miss=miss, max_misses=max_misses, restrict=restrict, on_run=progress)
+                    miss=miss, max_misses=max_misses, restrict=restrict, on_run=progress,
+                    jobs=jobs or len(os.sched_getaffinity(0)))
     if plot is not None:
         try:
             report.plot(plot)
@@ -92,28 +97,17 @@ def _describe(recording) -> str:
     return line
 
 
-def _only_workload(db, target) -> str:
-    """The one workload with records (on ``target``); a click error listing them otherwise."""
-    keys = [w.key for w in db.list_workloads(target) if w.n_records]
-    if len(keys) == 1:
-        return keys[0]
-    if not keys:
-        raise click.ClickException(f"no records to replay in {db.location}")
-    raise click.ClickException(f"{len(keys)} workloads in {db.location} ({opt.short_list(keys)}); "
-                               f"choose one with --workload")
-
-
 def _progress_line(run) -> None:
     best = min(run.costs, default=float("inf"))
     click.echo(f"  {run.tuner} seed {run.seed}: {len(run.costs)} trials, best {best * 1e3:.4g} ms, "
                f"{run.misses} misses, {run.wall_s:.1f} s", err=True)
 
 
-@click.command("sample", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("sample", short_help="Measure random configs of an op, for replay.",
+               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--trials", type=opt.POSITIVE_INT, required=True, help="Distinct random configs to measure.")
 @opt.db_option
-@click.option("--target", type=opt.TargetSpec(), default="auto", show_default=True, callback=opt.choose_target,
-              help="Target to measure on (a kind with an optional preset).")
+@opt.target_spec_option("measure on")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample and the inputs.")
 @click.option("--timeout", type=opt.POSITIVE_FLOAT, default=10.0, show_default=True,
               help="Seconds one candidate may run before it counts as a timeout.")
@@ -121,15 +115,18 @@ def _progress_line(run) -> None:
 @click.option("--batch-size", type=opt.POSITIVE_INT, default=64, show_default=True,
               help="Candidates built and measured per step.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: when a terminal].")
-@click.argument("op", type=click.Choice(te.list_workloads()))
+@click.argument("op", type=click.Choice(te.list_workloads()), metavar="OP")
 @click.argument("op_args", nargs=-1, type=click.UNPROCESSED, metavar="[OP OPTIONS]...")
 def sample_cmd(trials, db_url, target, seed, timeout, rounds, batch_size, progress, op, op_args):
     """Measure N distinct random configs of an op into the database: a recording for `autotune replay`.
 
     The options of sample itself come before OP; OP OPTIONS, after it, are the op
-    command's workload options (see `autotune OP --help`).
+    command's workload options (see `autotune OP --help`). OP is one of the op
+    commands that `autotune --help` lists (matmul, conv2d, ...).
 
-    Example: autotune sample --trials 3000 matmul -M 256 -N 256 -K 256
+    \b
+    Example:
+        autotune sample --trials 3000 matmul -M 256 -N 256 -K 256
     """
     from .. import targets
     from ..replaying import sample

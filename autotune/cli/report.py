@@ -49,8 +49,57 @@ def _run_part(result, db) -> str:
     return f", run {result.run_id}" + (f": {new} new, {earlier} stored before" if earlier else "")
 
 
+def explain_config(task, config) -> tuple[list[str], list[str]]:
+    """(decisions, lowered): what ``config`` asks of ``task``'s schedule (``describe_config``)
+    and what the code lowered from it does (``schedule.describe_lowered``), as lines.
+
+    Only the lowered lines may say what runs in parallel: a decision such as "2 outer
+    loops in parallel" has no effect when those loops have one iteration. A config that
+    no longer applies (a record of another tool version) gives the reason as its lines."""
+    from schedule import describe_lowered
+
+    try:
+        decisions = task.space.describe_config(config).splitlines()
+    except (ValueError, KeyError, TypeError) as exc:
+        decisions = [f"cannot read the decisions of this config: {exc}"]
+    try:
+        lowered = describe_lowered(task.lower(config), _loop_pragmas(task)).splitlines()
+    except (ValueError, KeyError, TypeError) as exc:
+        lowered = [f"cannot lower this config: {exc}"]
+    return decisions, lowered
+
+
+def _loop_pragmas(task):
+    """The ``loop_pragmas`` of the C dialect ``task``'s backend prints loops with, so that the
+    description follows that backend (None: a backend without one, such as cuda's)."""
+    from backends import backend_for
+
+    return getattr(getattr(backend_for(task.target), "dialect", None), "loop_pragmas", None)
+
+
+def explain_record(record) -> tuple[list[str], list[str]]:
+    """``explain_config`` for a stored record (its workload, parameters, target kind, config);
+    no decisions and the reason as the lowered lines when the task or config cannot be rebuilt."""
+    from schedule.config import Config
+
+    from ..task import Task
+
+    try:
+        task = Task(record.workload_name, record.params, record.target.kind)
+        config = Config.from_json(record.config)
+    except (ValueError, KeyError, TypeError) as exc:
+        return [], [f"cannot rebuild this record's task or config: {exc}"]
+    return explain_config(task, config)
+
+
+def _block(label: str, lines: list[str]) -> list[str]:
+    """``lines`` under a report label: the first beside it, the rest aligned below."""
+    return [(label if n == 0 else "").ljust(10) + line for n, line in enumerate(lines)]
+
+
 def summary_lines(task, target, result, db, anchor: dict, picked: str | None = None) -> list[str]:
-    """The end-of-run report: best config, its speed, the anchor's, the database, the time split.
+    """The end-of-run report: best config, its speed, its decisions and what its lowered code
+    does, the anchor's speed, the database, the time split.
 
     ``picked``: how ``--target auto`` chose the target (``autotune.targets.resolve``'s note).
     """
@@ -71,12 +120,20 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
     else:
         lines.append(f"best:     {_gflops(result.best_gflops)} GFLOP/s ({_ms(best.result.median_s)}), "
                      f"trial {best.index}, config {best.config.hash}")
-        lines += ["          " + line for line in task.space.describe_config(best.config).splitlines()]
+        decisions, lowered = explain_config(task, best.config)
+        lines.append("          decisions (what the config asks for):")
+        lines += ["            " + line for line in decisions]
+        lines += _block("lowered:", lowered)
     if anchor.get("gflops") is None:
         lines.append(f"anchor:   {anchor.get('why', 'no anchor')}")
     else:
         ratio = f"; ratio {result.best_gflops / anchor['gflops']:.3g}x" if best is not None else ""
         lines.append(f"anchor:   {anchor['name']} {_gflops(anchor['gflops'])} GFLOP/s{ratio}")
+        if anchor.get("before") is not None:
+            lines.append(f"          timed like the candidates ({anchor['rounds']} round(s)): before tuning "
+                         f"{_gflops(anchor['before'])}, after {_gflops(anchor['after'])} GFLOP/s")
+        if anchor.get("warning"):
+            lines.append(f"          warning: {anchor['warning']}")
         if anchor.get("blas"):
             lines.append(f"          BLAS {anchor['blas']}")
     t = result.timings

@@ -8,11 +8,14 @@ parameter becomes an option (single-letter extents as ``-M``/``--M``, bools as
 ``--bias/--no-bias``, the rest in kebab case), its default the library's. Only what a
 signature cannot say is written down here: the types of a few parameter names
 (``PARAM_TYPES``) and, for parameters the library requires, a typical size to tune when
-none is given (``TYPICAL_SIZES``), so ``autotune matmul --trials 1000`` just works.
+none is given (``TYPICAL_SIZES``), so ``autotune matmul --trials 1000`` just works. The
+dtypes a command offers are the ones its op accepts, asked of the op (``accepted_dtypes``).
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import re
 import signal
 import warnings
 from contextlib import contextmanager
@@ -29,7 +32,6 @@ from ..task import Task
 from . import options as opt
 from .report import ProgressBar, print_summary
 
-ALL_DTYPES = te.dtypes.FLOAT_DTYPES + te.dtypes.INT_DTYPES + ("bool",)
 _PAIR_HELP = "an int or H,W"
 
 #: name -> (click type, help) for parameters whose type the signature cannot tell.
@@ -40,11 +42,15 @@ PARAM_TYPES = {
     "padding": (opt.IntOrPair(), f"Zero padding on each side: {_PAIR_HELP}."),
     "dilation": (opt.IntOrPair(), f"Kernel dilation: {_PAIR_HELP}."),
     "kernel": (opt.IntOrPair(), f"Pooling window: {_PAIR_HELP}."),
-    "dtype": (click.Choice(ALL_DTYPES), "Element type of the inputs."),
-    "out_dtype": (click.Choice(ALL_DTYPES), "Accumulation/output type (default: from dtype)."),
     "layout": (click.Choice(["NCHW", "NHWC"]), "Data layout."),
     "pool_type": (click.Choice(["max", "avg"]), "Pooling kind."),
     "op": (click.Choice(list(ELEMENTWISE_OPS)), "Element-wise operator."),
+}
+
+#: Help of the dtype parameters; their choices are the op's own (``accepted_dtypes``).
+DTYPE_HELP = {
+    "dtype": "Element type of the inputs.",
+    "out_dtype": "Accumulation/output type (default: from dtype).",
 }
 
 #: Help of the boolean parameters (their type comes from the default).
@@ -93,23 +99,100 @@ def workload_param_options(op: str) -> list[click.Option]:
     return result
 
 
+def command_defaults(op: str) -> dict:
+    """The workload parameters ``autotune OP`` tunes when given no option: the signature's
+    defaults and, for the parameters without one, ``TYPICAL_SIZES``."""
+    fn = te.workload.get_workload_function(op)
+    defaults = {p.name: p.default for p in inspect.signature(fn).parameters.values()
+                if p.default is not inspect.Parameter.empty}
+    return {**defaults, **TYPICAL_SIZES.get(op, {})}
+
+
+@functools.lru_cache(maxsize=None)
+def accepted_dtypes(op: str) -> tuple[str, ...]:
+    """The dtypes workload ``op`` accepts, asked of the op itself: every dtype of te is tried
+    on the workload of the command's defaults, and those the op refuses (``te.DTypeError``)
+    are left out. So the choices follow the op's own checks (bool has no arithmetic, softmax
+    takes floats) and no list is kept per command. Another option may narrow them further
+    (elementwise --op sigmoid takes floats only); the op's check then says so."""
+    params = command_defaults(op)
+    accepted = []
+    for dtype in te.dtypes.SUPPORTED_DTYPES:
+        try:
+            te.create_workload(op, **{**params, "dtype": dtype})
+        except te.DTypeError:
+            continue
+        accepted.append(dtype)
+    return tuple(accepted)
+
+
+def _param_type(op: str, name: str) -> tuple:
+    """(click type, help) of workload parameter ``name`` of ``op`` (not a bool)."""
+    if name in DTYPE_HELP:
+        return click.Choice(accepted_dtypes(op)), DTYPE_HELP[name]
+    return PARAM_TYPES.get(name, (opt.POSITIVE_INT, f"Extent {name} of the {op} workload."))
+
+
 def _param_option(op: str, name: str, default, required: bool) -> click.Option:
     kebab = name.replace("_", "-")
     if isinstance(default, bool):
         return click.Option([f"--{kebab}/--no-{kebab}", name], default=default, show_default=True,
                             help=FLAG_HELP.get(name, f"{name} of the {op} workload."))
     decls = [f"-{name}", f"--{name}", name] if len(name) == 1 else [f"--{kebab}", name]
-    kind, help_text = PARAM_TYPES.get(name, (opt.POSITIVE_INT, f"Extent {name} of the {op} workload."))
+    kind, help_text = _param_type(op, name)
     if isinstance(default, list):
         default = ",".join(map(str, default))
     return click.Option(decls, type=kind, default=default, required=required, show_default=default is not None,
                         help=help_text)
 
 
+#: Columns of help text (click's own width at 80 columns), and the indent of an example in it.
+HELP_WIDTH = 80
+_EXAMPLE_INDENT = 6
+
+
+def plain_text(doc: str) -> str:
+    """A docstring line as help text: reST literals (double backticks) as `x`."""
+    return re.sub(r"``(.+?)``", r"`\1`", doc)
+
+
+def shell_lines(command: str, width: int = HELP_WIDTH - _EXAMPLE_INDENT) -> list[str]:
+    """``command`` broken into lines of at most ``width`` columns, continued with a
+    backslash as a shell reads them (continuation lines indented four spaces). Lines
+    break before an option only, so each option stays beside its value."""
+    lines, line = [], ""
+    for unit in _option_units(command):
+        indent = "    " if lines else ""
+        if line and len(indent + line + " " + unit + " \\") > width:
+            lines.append(indent + line + " \\")
+            line = unit
+        else:
+            line = f"{line} {unit}" if line else unit
+    return lines + [("    " if lines else "") + line]
+
+
+def _option_units(command: str) -> list[str]:
+    """The words of ``command`` grouped as they belong together: the program and its
+    command words, then each option with its values ("--axis -1": -1 is a value)."""
+    units: list[str] = []
+    for word in command.split():
+        if not units or (word.startswith("-") and not re.fullmatch(r"-\d+", word)):
+            units.append(word)
+        else:
+            units[-1] += " " + word
+    return units
+
+
+def op_help(op: str) -> str:
+    """The --help text of ``autotune OP``: the workload's first docstring line, its example."""
+    doc = plain_text((inspect.getdoc(te.workload.get_workload_function(op)) or op).splitlines()[0])
+    example = "\n".join("    " + line for line in shell_lines(EXAMPLES.get(op, f"autotune {op}")))
+    return f"Tune the {op} workload: {doc}\n\n\b\nExample:\n{example}"
+
+
 def make_op_command(op: str) -> click.Command:
     fn = te.workload.get_workload_function(op)
-    doc = (inspect.getdoc(fn) or op).splitlines()[0]
-    help_text = f"Tune the {op} workload: {doc}\n\nExample:\n\n\b\n    {EXAMPLES.get(op, f'autotune {op}')}"
+    help_text = op_help(op)
     param_names = list(inspect.signature(fn).parameters)
 
     @opt.tuning_options
@@ -148,9 +231,24 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGINT, previous_int)
 
 
-def measure_anchor(task) -> dict:
-    """The anchor's GFLOP/s (the target kind's: NumPy on cpu, cuBLAS on cuda), or why there is none."""
-    return targets.parts_for(task.target).anchor.measure(task)
+def measure_anchor(task, timing) -> "anchors.AnchorFigure | str":
+    """The anchor's figure (the target kind's: NumPy on cpu, cuBLAS on cuda) measured with the
+    candidates' ``timing`` protocol, or why there is none."""
+    return targets.parts_for(task.target).anchor.measure(task, timing)
+
+
+def anchor_report(before, after) -> dict:
+    """What the summary says of the anchor, from its figures before and after tuning (or the
+    reason there is none): the faster figure (noise only slows a run down), both figures,
+    and a warning when they disagree by more than the noise allowance."""
+    if isinstance(after, str):
+        return dict(why=after)
+    found = dict(name=after.name, gflops=max(before.gflops, after.gflops), blas=after.blas,
+                 before=before.gflops, after=after.gflops, rounds=len(after.round_gflops))
+    problem = anchors.disagreement(before, after)
+    if problem is not None:
+        found["warning"] = problem
+    return found
 
 
 def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
@@ -169,7 +267,9 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
         names = " and ".join(anchors.blas_overrides_set())
         click.echo(f"note: restarting without {names}, which would slow the NumPy anchor", err=True)
         anchors.reexec_without_blas_overrides()
+    timing = TimingOptions(rounds=rounds)
     with opt.open_db(db_url) as db:
+        before = measure_anchor(task, timing) if anchor else "no anchor: --no-anchor"
         from ..tuning import tune  # after the cheap checks: the tuners import XGBoost, which takes seconds
 
         bar = ProgressBar(trials, progress, op)
@@ -177,14 +277,17 @@ def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, d
             with _sigterm_as_interrupt():
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
                               batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
-                              transfer=transfer, timing=TimingOptions(rounds=rounds))
+                              transfer=transfer, timing=timing)
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "
                        f"{db.location}; rerun with --resume to continue", err=True)
             raise SystemExit(130) from None
         bar.close()
-        found = measure_anchor(task) if anchor else dict(why="no anchor: --no-anchor")
+        found = anchor_report(before, measure_anchor(task, timing) if isinstance(before, anchors.AnchorFigure)
+                              else before)
+        if found.get("warning"):
+            click.echo(f"warning: {found['warning']}", err=True)
         print_summary(task, targets.describe(task.target), result, db, found, picked=note)
         if result.best is None:
             raise click.ClickException("no trial succeeded; `autotune log errors` shows why")

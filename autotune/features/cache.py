@@ -145,6 +145,12 @@ class FeatureCache:
         while len(self._data) > self.max_entries:
             self._data.popitem(last=False)
 
+    def forked(self) -> None:
+        """In a process forked from the cache's owner: keep the features, work alone (the
+        worker pool belongs to the parent)."""
+        self._pool = None
+        self.workers = 1
+
     def close(self) -> None:
         """Stop the worker pool (if one was started)."""
         if self._pool is not None:

@@ -207,6 +207,8 @@ def test_bad_arguments_are_refused(half_recording):
         replay(half_recording, ["random"], seeds=1, trials=4, miss="ignore")
     with pytest.raises(ValueError, match="at least one seed"):
         replay(half_recording, ["random"], seeds=[], trials=4)
+    with pytest.raises(ValueError, match="jobs must be a positive int"):
+        replay(half_recording, ["random"], seeds=1, trials=4, jobs=0)
 
 
 # ---------------------------------------------------------------- the report
@@ -276,6 +278,20 @@ def test_replay_report_over_seeds_and_tuners(half_recording):
     assert [(r.tuner, r.seed) for r in seen] == [("random", 0), ("random", 1), ("ga", 0), ("ga", 1)]
     assert report.recorded == len(half_recording) and report.optimum_s == half_recording.optimum_s
     assert all(len(r.costs) == 6 for runs in report.runs.values() for r in runs)
+
+
+def test_parallel_replays_give_the_runs_of_a_serial_replay_in_order(recorded, task):
+    db, _ = recorded
+    recording = Recording.from_db(db, task.key)
+    kw = dict(seeds=[0, 5], trials=24, batch_size=8, restrict=True)
+    serial = replay(recording, ["xgb", "ga"], **kw)
+    seen = []
+    parallel = replay(recording, ["xgb", "ga"], jobs=2, on_run=seen.append, **kw)
+    assert [(r.tuner, r.seed) for r in seen] == [("xgb", 0), ("xgb", 5), ("ga", 0), ("ga", 5)]
+    for tuner in ("xgb", "ga"):
+        assert [r.configs for r in parallel.runs[tuner]] == [r.configs for r in serial.runs[tuner]]
+        assert [r.costs for r in parallel.runs[tuner]] == [r.costs for r in serial.runs[tuner]]
+    assert len({tuple(r.configs) for r in parallel.runs["xgb"]}) == 2, "the seeds really differ"
 
 
 # ---------------------------------------------------------------- with real measurements

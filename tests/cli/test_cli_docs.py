@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 import te
 from autotune.cli import cli
@@ -66,6 +67,23 @@ def test_help_examples_are_the_readme_examples():
     text = README.read_text()
     for op, example in EXAMPLES.items():
         assert example in text, f"the --help example of {op} is not in the README"
+
+
+@pytest.mark.parametrize("op", sorted(EXAMPLES))
+def test_help_shows_the_example_whole(op):
+    """The example may be broken over lines with shell continuations to fit 80 columns;
+    read as a shell reads it, it is the README's."""
+    text = CliRunner().invoke(cli, [op, "--help"], terminal_width=80).output
+    block = text.split("Example:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert all(line.endswith(" \\") for line in block[:-1]), block
+    assert " ".join(line.strip().removesuffix("\\").strip() for line in block) == EXAMPLES[op]
+
+
+def test_readme_names_the_workload_of_log_top_with_the_option():
+    """`log top KEY` still works, but the documented form is --workload, as in the other commands."""
+    text = README.read_text()
+    assert "autotune log top --workload matmul" in text
+    assert not re.search(r"autotune log top (?!-)", text), "README shows log top with a positional KEY"
 
 
 def test_cli_tuner_names_are_the_library_tuners():

@@ -71,6 +71,15 @@ def test_replay_json_and_plot(recorded_db, tmp_path):
     assert plot.read_bytes().startswith(b"<?xml")
 
 
+def test_replay_jobs_change_the_speed_not_the_report(recorded_db):
+    args = ["replay", "--db", str(recorded_db), "--workload", "matmul", "--target", "cpu", "--tuner", "random",
+            "--tuner", "ga", "--seeds", "2", "--trials", "12", "--batch-size", "4", "--json"]
+    one, two = (json.loads(invoke(*args, "--jobs", jobs).stdout) for jobs in ("1", "2"))
+    assert [(r["tuner"], r["seed"], r["costs"], r["seconds"]) for r in two["runs"]] == \
+        [(r["tuner"], r["seed"], r["costs"], r["seconds"]) for r in one["runs"]]
+    assert len(one["runs"]) == 4
+
+
 def test_replay_needs_a_workload_when_the_database_holds_several(recorded_db):
     fill(recorded_db, dict(M=8, N=8, K=8), n=4)
     assert "choose one with --workload" in invoke("replay", "--db", str(recorded_db), expect=1).output

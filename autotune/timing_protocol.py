@@ -1,0 +1,89 @@
+"""The timing protocol shared by candidates and anchors, so their figures compare.
+
+One round: a warm-up call, then repeats until both ``min_repeats`` and ``min_time``
+are reached (at most ``max_repeats``); each repeat flushes the caches first and is
+long enough (several calls) to sit well above the clock's resolution. A round's cost
+is the median of its repeats; of several rounds, seconds apart, the fastest is kept:
+noise on a shared machine only ever slows a kernel down (see ``autotune.runner``).
+
+The measuring process (``runner_worker``) times candidates with ``time_round`` and the
+runner spreads their rounds over the batch; an anchor (``autotune.anchor``) runs all
+its rounds in one go with ``fastest_round``, pausing between them.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+#: Shortest stretch of time one repeat measures.
+MIN_REPEAT_S = 2e-3
+#: Seconds between an anchor's rounds: a neighbour's burst of load lasts about that long.
+ROUND_PAUSE_S = 0.5
+
+
+def time_round(fn: Callable, args: tuple, *, min_repeats: int, max_repeats: int, min_time: float,
+               flush: Callable[[], object], best_cost: float | None = None, slow_factor: float = 3.0,
+               clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Seconds per call of ``fn(*args)``, one entry per repeat of one round.
+
+    A first call ``slow_factor`` times slower than ``best_cost`` ends the round after
+    the warm-up (``[first]``): it cannot win, and that one timing ranks it.
+    """
+    t0 = clock()
+    fn(*args)  # warm-up
+    first = clock() - t0
+    if best_cost is not None and first > slow_factor * best_cost:
+        return [first]
+    number = max(1, int(MIN_REPEAT_S / max(first, 1e-9)))
+    costs: list[float] = []
+    start = clock()
+    while len(costs) < max_repeats and (len(costs) < min_repeats or clock() - start < min_time):
+        flush()
+        t0 = clock()
+        for _ in range(number):
+            fn(*args)
+        costs.append((clock() - t0) / number)
+    return costs
+
+
+class CacheFlusher:
+    """Writes a buffer larger than the last-level cache, so a repeat starts with cold caches."""
+
+    def __init__(self, cache_bytes: int | None = None):
+        if cache_bytes is None:
+            from schedule.targets.cpu import read_caches
+
+            cache_bytes = max(read_caches().values())
+        self.buffer = np.zeros(min(cache_bytes * 3 // 2, 256 << 20) // 8, dtype=np.float64)
+
+    def __call__(self) -> None:
+        self.buffer += 1.0
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The median seconds of each round, in the order measured."""
+
+    medians: tuple[float, ...]
+
+    @property
+    def fastest(self) -> float:
+        return min(self.medians)
+
+
+def fastest_round(fn: Callable[[], object], timing, *, flush: Callable[[], object],
+                  clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], object] = time.sleep,
+                  pause: float = ROUND_PAUSE_S) -> Rounds:
+    """``timing.rounds`` rounds of ``fn()`` (a ``runner.TimingOptions``), ``pause`` seconds apart."""
+    medians = []
+    for n in range(timing.rounds):
+        if n:
+            sleep(pause)
+        costs = time_round(fn, (), min_repeats=timing.min_repeats, max_repeats=timing.max_repeats,
+                           min_time=timing.min_time, flush=flush, clock=clock)
+        medians.append(statistics.median(costs))
+    return Rounds(tuple(medians))
