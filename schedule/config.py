@@ -88,7 +88,13 @@ class Config:
     values: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"sketch": self.sketch, "values": self.values}, sort_keys=True, separators=(",", ":"))
+        """The canonical JSON (sorted keys, no spaces); made once per config, as it is the
+        identity every lookup (hash, equality, the search's seen-sets, caches) goes through."""
+        text = self.__dict__.get("_json")
+        if text is None:
+            text = json.dumps({"sketch": self.sketch, "values": self.values}, sort_keys=True, separators=(",", ":"))
+            object.__setattr__(self, "_json", text)
+        return text
 
     def to_dict(self) -> dict:
         return json.loads(self.to_json())
@@ -104,7 +110,11 @@ class Config:
     @property
     def hash(self) -> str:
         """Stable identity: SHA-256 of the canonical JSON, 16 hex digits."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        digest = self.__dict__.get("_hash")
+        if digest is None:
+            digest = hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+            object.__setattr__(self, "_hash", digest)
+        return digest
 
     def __hash__(self):
         return hash(self.to_json())

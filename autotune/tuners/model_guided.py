@@ -24,6 +24,12 @@ batch after a retrain runs one search:
                 unmeasured config the search scored, best first; ``plan_size`` or the
                 batch size kept; the batch takes the top of the plan
 
+A space of at most ``exhaustive`` knob combinations (a small workload, or a replay
+restricted to a recording) is not searched but scored whole: every unvisited valid
+config in one batched ``predict``, the best-scored first. That finds the model's own
+best, which breeding only approximates, and costs one lowering per config once (the
+feature cache keeps them).
+
 Mutations are local with probability ``local_mutation`` (a tile level doubled or
 halved, a factor moved between levels, the next unroll depth: Ansor's tile-size
 mutation), so children keep what made their parents fast. The ``local`` share is a
@@ -81,6 +87,8 @@ class SearchOptions:
     # the batch schedule
     early_batch: int = 32          # batch size while fewer than early_trials were measured
     early_trials: int = 256
+    # a space this small is scored whole instead of searched
+    exhaustive: int = 4096         # most knob combinations of a space scored whole (0: never)
 
     def __post_init__(self):
         for name in ("eps_random", "seed_fraction", "crossover_prob", "local_mutation", "local_share"):
@@ -88,7 +96,8 @@ class SearchOptions:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         for name, least in (("population", 2), ("generations", 0), ("early_batch", 1), ("min_train", 0),
-                            ("plan_size", 0), ("local_parents", 0), ("local_children", 0), ("early_trials", 0)):
+                            ("plan_size", 0), ("local_parents", 0), ("local_children", 0), ("early_trials", 0),
+                            ("exhaustive", 0)):
             if getattr(self, name) < least:
                 raise ValueError(f"{name} must be at least {least}, got {getattr(self, name)}")
 
@@ -123,6 +132,7 @@ class ModelGuidedSearch(Tuner):
         self._plan: list[Config] = []
         self._plan_fresh = False
         self._warm = False  # a model fitted on other workloads' records steers from the first batch
+        self._whole: list[Config] | None = None  # the space's valid configs, when it is scored whole
         self.model_s = self.search_s = self.feature_s = 0.0
         self.scored = self.last_scored = self.fits = 0
 
@@ -202,8 +212,11 @@ class ModelGuidedSearch(Tuner):
         return scores
 
     def _search(self, want: int) -> list[Config]:
-        """The ``want`` best-scored unvisited configs an evolutionary search over the model finds."""
+        """The ``want`` best-scored unvisited configs an evolutionary search over the model finds
+        (or, in a space of at most ``exhaustive`` combinations, the best of all of them)."""
         opt = self.options
+        if self.space.size <= opt.exhaustive:
+            return self._search_whole(want)
         t0 = time.perf_counter()
         spent0 = self.feature_s + self.model_s
         self.last_scored = 0
@@ -239,6 +252,20 @@ class ModelGuidedSearch(Tuner):
                         key=lambda sc: -sc[0])
         ranked_local = [local[i] for i in np.argsort(-local_scores, kind="stable")]
         plan = _interleave(ranked_local, [c for _, c in ranked], opt.local_share, want)
+        self.search_s += time.perf_counter() - t0 - (self.feature_s + self.model_s - spent0)
+        return plan
+
+    def _search_whole(self, want: int) -> list[Config]:
+        """The ``want`` best-scored unvisited configs of the whole space: where the space is
+        small, scoring all of it is cheaper than breeding and finds the model's true best."""
+        t0 = time.perf_counter()
+        spent0 = self.feature_s + self.model_s
+        self.last_scored = 0
+        if self._whole is None:
+            self._whole = list(self.space.enumerate())
+        candidates = [c for c in self._whole if not self.visited(c)]
+        scores = self._score(candidates)
+        plan = [candidates[i] for i in np.argsort(-scores, kind="stable")[:want]]
         self.search_s += time.perf_counter() - t0 - (self.feature_s + self.model_s - spent0)
         return plan
 

@@ -271,6 +271,24 @@ def test_xgb_plan_has_a_share_of_neighbours_of_the_fastest_measured():
     assert sum(min(steps(c, p) for p in parents) <= 2 for c in plan[:8]) >= 4
 
 
+def test_xgb_scores_a_small_space_whole_and_plans_its_best():
+    space = synthetic_space()  # 262144 combinations: searched, not scored whole
+    searched = _xgb(space, 0, plan_size=16, min_train=16, population=16, generations=1, exhaustive=4096)
+    _run(searched, batches=1, batch_size=16)
+    searched._search(16)
+    assert searched.last_scored < 1000
+
+    small = tiny_space()  # 24 combinations, 20 valid
+    tuner = _xgb(small, 0, plan_size=4, min_train=6, exhaustive=24)
+    _run(tuner, batches=1, batch_size=6, cost=lambda c: 1e-3 * (c.values["a"] + c.values["b"]))
+    plan = tuner._search(4)
+    rest = [c for c in small.enumerate() if not tuner.visited(c)]
+    assert tuner.last_scored == len(rest) == 14, "every unvisited valid config scored, nothing else"
+    scores = tuner.model.predict(np.stack([index_features(small)(c) for c in rest]))
+    best = [rest[i] for i in np.argsort(-scores, kind="stable")[:4]]
+    assert plan == best
+
+
 def test_interleave_keeps_the_share_and_drops_duplicates():
     from autotune.tuners.model_guided import _interleave
 
