@@ -1,10 +1,12 @@
 """Bound inference: how much of a producer a consumer needs inside one of its loops.
 
 A stage attached with ``compute_at(host, axis)`` computes, at each iteration of
-``axis``, exactly the region of its output that the host reads in the loops nested
-below ``axis``. Each index the host uses is brought to a linear form; loop variables
-below the attach point vary over their extents, everything else (outer loops, the
-host's own region offset) is a symbolic base. Reads that share a base union into one
+``axis``, exactly the region of its output that its readers read in the loops nested
+below ``axis``: the host, and stages attached inside that loop when the host reads it
+through them (their regions were inferred first, so a chain of attached stages carries
+the host's need back one stage at a time). Each index a reader uses is brought to a
+linear form; loop variables below the attach point vary over their extents, everything
+else (outer loops, the host's own region offset) is a symbolic base. Reads that share a base union into one
 box ``[base + lo, base + hi]`` per dimension. A dimension whose indices are not linear
 in the varying loops, or whose reads have different bases, falls back to the whole
 extent: larger, never wrong.

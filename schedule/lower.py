@@ -4,9 +4,11 @@ The pipeline, one step per line of ``lower``:
 
 1. check the kernel arguments against the schedule;
 2. inline ``compute_inline`` stages into their readers (their bodies substitute in);
-3. check every ``compute_at`` (the host still has the loop and is the only reader);
-4. infer the region each stage computes (outputs: all of it; attached stages: what the
-   host reads below the attach loop) and from it every loop's extent;
+3. check every ``compute_at`` (the host still has the loop, and every reader of the
+   attached stage runs inside it: the host itself or stages attached there or deeper);
+4. infer the region each stage computes (outputs: all of it; attached stages: what their
+   readers read within one iteration of the attach loop, so the region needed by a chain
+   of attached stages is carried back stage by stage) and from it every loop's extent;
 5. build each stage's loop nest: loops from its leaf axes, the body with reads turned
    into buffer loads, guards for splits that do not divide, a reduction's init nest,
    attached stages and their buffers placed inside the host's loop;
@@ -133,24 +135,69 @@ def _reads_of(body: Expr, s: Schedule, producer: Stage) -> list[tuple[Expr, ...]
 
 
 def _check_attachments(s: Schedule, infos: dict[Stage, _StageInfo]) -> None:
-    for st in infos:
+    attached = [st for st in infos if st.attach == "at"]
+    for st in attached:
+        _check_attach_point(st)
+    for st in attached:  # every attach point is a loop now, so readers' placements compare
+        _check_readers_inside(s, infos, st)
+
+
+def _check_attach_point(st: Stage) -> None:
+    """The host of ``st`` is stored and still has the loop ``st`` is attached at."""
+    host = st.attach_stage
+    if host.attach == "inline":
+        raise ScheduleError(f"stage {st.name!r} is computed at {host.name!r}, which was later inlined")
+    if st.attach_ivar not in host.leaf_iter_vars:
+        raise ScheduleError(
+            f"stage {st.name!r} is computed at axis {st.attach_ivar.name!r} of {host.name!r}, which is no "
+            f"longer a loop there (split or fused afterwards); call compute_at after shaping the host's loops"
+        )
+
+
+def _check_readers_inside(s: Schedule, infos, st: Stage) -> None:
+    """Every reader of attached ``st`` runs inside its attach loop, where its buffer lives."""
+    host, ivar = st.attach_stage, st.attach_ivar
+    readers = _readers(s, infos, st)
+    if not readers:  # the host stopped reading it (a cache stage took over the reads)
+        raise ScheduleError(f"stage {st.name!r} is computed at {host.name!r} but no stage reads it any more")
+    outside = [r for r in readers if _path_inside(r, host, ivar) is None]
+    if outside:
+        raise ScheduleError(
+            f"stage {st.name!r} is computed at {host.name!r} inside loop {ivar.name!r} but read by "
+            f"{', '.join(r.name for r in readers)}, and not every reader runs inside that loop "
+            f"({'; '.join(f'{r.name} {_placement(r)}' for r in outside)}); compute_at needs every reader "
+            f"inside it: attach {', '.join(r.name for r in outside)} at {host.name!r} inside loop "
+            f"{ivar.name!r} or deeper, or compute {st.name!r} at the root"
+        )
+
+
+def _placement(st: Stage) -> str:
+    if st.attach == "at":
+        return f"is computed at {st.attach_stage.name!r} inside loop {st.attach_ivar.name!r}"
+    return "is computed at the root"
+
+
+def _readers(s: Schedule, infos, producer: Stage) -> list[Stage]:
+    """Stored stages whose (inlined) body reads ``producer``, in stage order."""
+    return [r for r, info in infos.items() if r is not producer and _reads_of(info.body, s, producer)]
+
+
+def _path_inside(reader: Stage, host: Stage, ivar: IterVar) -> list[Stage] | None:
+    """The stages from ``reader`` up to ``host`` (excluded) when ``reader`` runs inside loop
+    ``ivar`` of ``host``: it is ``host`` (path ``[]``) or is attached, through a chain of
+    attachments, at ``ivar`` or a loop nested in it. None when it runs outside that loop."""
+    path: list[Stage] = []
+    st = reader
+    while st is not host:
         if st.attach != "at":
-            continue
-        host = st.attach_stage
-        if host.attach == "inline":
-            raise ScheduleError(f"stage {st.name!r} is computed at {host.name!r}, which was later inlined")
-        if st.attach_ivar not in host.leaf_iter_vars:
-            raise ScheduleError(
-                f"stage {st.name!r} is computed at axis {st.attach_ivar.name!r} of {host.name!r}, which is no "
-                f"longer a loop there (split or fused afterwards); call compute_at after shaping the host's loops"
-            )
-        readers = [r for r, info in infos.items() if r is not st and _reads_of(info.body, s, st)]
-        if readers != [host]:
-            names = ", ".join(r.name for r in readers) or "nobody"
-            raise ScheduleError(
-                f"stage {st.name!r} is computed at {host.name!r} but read by {names}; "
-                f"compute_at needs the host to be its only reader"
-            )
+            return None
+        path.append(st)
+        if st.attach_stage is host:
+            leaves = host.leaf_iter_vars
+            if leaves.index(st.attach_ivar) < leaves.index(ivar):
+                return None
+        st = st.attach_stage
+    return path
 
 
 def _assign_arg_buffers(s: Schedule, infos, args: list[Tensor]) -> list[Buffer]:
@@ -188,10 +235,9 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
     st = info.stage
     op = st.op
     if st.attach == "at":
-        host = infos[st.attach_stage]
-        reads, varying = _host_reads(s, host, st, infos.an), _varying_loops(infos, host, st)
+        reads, varying, inner_stages = _reads_in_attach_loop(s, infos, st)
         if st.scope == "shared":
-            reads, varying = _unfuse_varying(infos, host.stage, reads, varying)
+            reads, varying = _unfuse_varying(infos, st.attach_stage, inner_stages, reads, varying)
         region = infer_region(op.output(0).shape, reads, varying, infos.an)
         for iv, lo, ext in zip(op.axis, region.mins, region.extents):
             info.root_min[iv], info.root_extent[iv] = lo, ext
@@ -211,10 +257,34 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
             info.guards.append(infos.an.simplify(value >= 0))
 
 
-def _host_reads(s: Schedule, host: _StageInfo, producer: Stage, an: Analyzer) -> list[tuple[Expr, ...]]:
-    """The producer's indices as the host reads them, over the host's leaf loops."""
-    env = _root_values(host, an)
-    return [tuple(substitute(i, env) for i in idx) for idx in _reads_of(host.body, s, producer)]
+def _reads_in_attach_loop(s: Schedule, infos, producer: Stage):
+    """(reads, varying loops, stages nested in the attach loop) for attached ``producer``.
+
+    The readers are the host and stages attached inside the attach loop (checked in step 3);
+    their reads are in tensor coordinates over their leaf loops and their regions' mins,
+    which in turn are expressions over their own hosts' loops. Within one iteration of the
+    attach loop, the host's loops below it vary, and so does every loop of every stage
+    between a reader and the host (the reader included): they all run inside it. So the
+    union of the reads over those loops is what ``producer`` must compute there, whether
+    a reader is the host, attached at the same loop or deeper, or itself a chain away.
+    """
+    host = infos[producer.attach_stage]
+    varying = _varying_loops(infos, host, producer)
+    reads: list[tuple[Expr, ...]] = []
+    inner_stages: list[Stage] = []
+    for reader in _readers(s, infos, producer):
+        for st in _path_inside(reader, host.stage, producer.attach_ivar):
+            if st not in inner_stages:
+                inner_stages.append(st)
+                varying.update({iv.var: infos[st].extent[iv] for iv in st.leaf_iter_vars})
+        reads += _reader_reads(s, infos[reader], producer, infos.an)
+    return reads, varying, inner_stages
+
+
+def _reader_reads(s: Schedule, reader: _StageInfo, producer: Stage, an: Analyzer) -> list[tuple[Expr, ...]]:
+    """The producer's indices as ``reader`` reads them, over the reader's leaf loops."""
+    env = _root_values(reader, an)
+    return [tuple(substitute(i, env) for i in idx) for idx in _reads_of(reader.body, s, producer)]
 
 
 def _varying_loops(infos, host: _StageInfo, producer: Stage) -> dict[Var, int]:
@@ -237,8 +307,11 @@ def _varying_loops(infos, host: _StageInfo, producer: Stage) -> dict[Var, int]:
     return varying
 
 
-def _unfuse_varying(infos, host: Stage, reads, varying: dict[Var, int]):
+def _unfuse_varying(infos, host: Stage, inner_stages: list[Stage], reads, varying: dict[Var, int]):
     """Reads and varying loops with every varying *fused* loop split back into its parts.
+
+    The fused loops are those of ``host``, the stages enclosing it, and ``inner_stages``
+    (the stages attached inside the attach loop whose loops vary).
 
     A fused loop ``f`` over its whole range is the same as its parts ``o``, ``i`` over
     theirs, and the parts index linearly where ``f`` needs ``f // n`` and ``f % n``: the
@@ -246,12 +319,15 @@ def _unfuse_varying(infos, host: Stage, reads, varying: dict[Var, int]):
     falling back to the whole tensor.
     """
     fuses: dict[Var, tuple[Fuse, _StageInfo]] = {}
+    enclosing: list[Stage] = []
     st: Stage | None = host
     while st is not None:
+        enclosing.append(st)
+        st = st.attach_stage
+    for st in enclosing + inner_stages:
         for rel in st.relations:
             if isinstance(rel, Fuse):
                 fuses[rel.fused.var] = (rel, infos[st])
-        st = st.attach_stage
     todo = [v for v in varying if v in fuses]
     if not todo:
         return reads, varying

@@ -243,7 +243,13 @@ class Stage:
     # ------------------------------------------------------------ placement
 
     def compute_at(self, parent: "Stage", axis: IterVar) -> None:
-        """Compute this stage inside loop ``axis`` of ``parent``, only the region it needs there."""
+        """Compute this stage inside loop ``axis`` of ``parent``, only the region it needs there.
+
+        ``parent`` must read this stage, directly or through other stages (inlined, attached
+        or not): bound inference carries the region ``parent`` needs back through the chain.
+        Lowering checks that every reader then runs inside that loop (attached there or
+        deeper); the call cannot, since the readers between may be attached afterwards.
+        """
         self._check_not_inlined("compute_at")
         if not isinstance(parent, Stage):
             parent = self.schedule[parent]
@@ -252,10 +258,10 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_at: stage {self.name!r} is an output of the schedule; it must stay at the root")
         parent._check_leaf(axis, "compute_at")
-        if parent not in self.schedule.reader_stages(self):
+        if not self.schedule.reads_through_chain(parent, self):
             raise ScheduleError(
                 f"compute_at: stage {parent.name!r} does not read {self.name!r} "
-                f"(directly or through inlined stages), so it cannot host it"
+                f"(directly or through other stages), so it cannot host it"
             )
         stage = parent
         while stage is not None:
@@ -337,6 +343,20 @@ class Schedule:
             if stage in self.effective_producers(s):
                 readers.append(s)
         return readers
+
+    def reads_through_chain(self, consumer: Stage, producer: Stage) -> bool:
+        """Whether ``consumer`` reads ``producer``'s output directly or through any stages between."""
+        todo = list(consumer.op.input_tensors)
+        seen: set[int] = set()
+        while todo:
+            stage = self.stage_of(todo.pop())
+            if stage is None or id(stage) in seen:
+                continue
+            if stage is producer:
+                return True
+            seen.add(id(stage))
+            todo.extend(stage.op.input_tensors)
+        return False
 
     def effective_producers(self, stage: Stage) -> list[Stage]:
         """Stored (non-inlined) stages whose output ``stage`` reads, through inlined stages."""

@@ -109,10 +109,35 @@ def test_split_of_annotated_axis():
 
 
 def test_compute_at_unrelated_stage():
+    X = te.placeholder((M, N), name="X")
+    P = te.compute((M, N), lambda i, j: X[i, j] * 2.0, name="P")
+    Q = te.compute((M, N), lambda i, j: X[i, j] + 1.0, name="Q")
+    Y = te.compute((M, N), lambda i, j: P[i, j] - 1.0, name="Y")
+    Z = te.compute((M, N), lambda i, j: Q[i, j] * Y[i, j], name="Z")
+    W = te.compute((M, N), lambda i, j: Q[i, j] + 3.0, name="W")
+    s = schedule.create_schedule([Z, W])
+    # W reads Q, a sibling of P: it does not read P, not even through other stages
+    with pytest.raises(ScheduleError, match=r"compute_at: stage 'W' does not read 'P' \(directly or through other stages\)"):
+        s[P].compute_at(s[W], W.op.axis[0])
+    s[Q].compute_inline()  # nor through an inlined stage
+    with pytest.raises(ScheduleError, match=r"compute_at: stage 'W' does not read 'P'"):
+        s[P].compute_at(s[W], W.op.axis[0])
+
+
+def test_compute_at_a_producer_of_the_stage():
     wl, s, T1, T2, out = chain()
-    # T_relu reads T_add1, not T_mul (while T_add1 is stored)
-    with pytest.raises(ScheduleError, match=r"compute_at: stage 'T_relu' does not read 'T_mul'"):
-        s[T1].compute_at(s[out], out.op.axis[0])
+    # T_mul is read by T_add1, so it cannot host it
+    with pytest.raises(ScheduleError, match=r"compute_at: stage 'T_mul' does not read 'T_add1'"):
+        s[T2].compute_at(s[T1], T1.op.axis[0])
+
+
+def test_compute_at_through_a_stored_stage_is_allowed():
+    wl, s, T1, T2, out = chain()
+    s[T1].compute_at(s[out], out.op.axis[0])  # T_relu reads T_mul through the stored T_add1
+    s[T2].compute_at(s[out], out.op.axis[0])
+    func = check(s, wl).func
+    text = str(func)
+    assert f"allocate T_mul[1, {N}]" in text and f"allocate T_add1[1, {N}]" in text, text
 
 
 def test_compute_at_is_allowed_through_an_inlined_reader():
@@ -298,8 +323,34 @@ def test_producer_at_one_host_but_read_by_another():
     E = tensor(wl, "softmax_exp")
     s = schedule.create_schedule(Y)
     s[E].compute_at(s[Y], Y.op.axis[0])     # but softmax_sum reads softmax_exp too
-    with pytest.raises(ScheduleError, match=r"'softmax_exp' is computed at 'softmax' but read by softmax_sum, softmax"):
+    with pytest.raises(ScheduleError, match=r"'softmax_exp' is computed at 'softmax' inside loop 'i0' but read by "
+                                            r"softmax_sum, softmax, and not every reader runs inside that loop "
+                                            r"\(softmax_sum is computed at the root\)"):
         schedule.lower(s, wl.args)
+
+
+def test_reader_attached_outside_the_producers_loop():
+    wl = te.create_workload("softmax", shape=[M, N])
+    Y = wl.outputs[0]
+    E, S = tensor(wl, "softmax_exp"), tensor(wl, "softmax_sum")
+    s = schedule.create_schedule(Y)
+    i, j = Y.op.axis
+    s[E].compute_at(s[Y], j)                # exp per element...
+    s[S].compute_at(s[Y], i)                # ...but sum, per row, runs before the column loop
+    with pytest.raises(ScheduleError, match=r"'softmax_exp' is computed at 'softmax' inside loop 'i1' .*"
+                                            r"\(softmax_sum is computed at 'softmax' inside loop 'i0'\); "
+                                            r"compute_at needs every reader inside it"):
+        schedule.lower(s, wl.args)
+
+
+def test_reader_is_the_host_of_the_host():
+    wl, s, T1, T2, out = chain()
+    T3 = te.compute(T2.shape, lambda i, j: T1[i, j] + T2[i, j], name="T3")
+    s = schedule.create_schedule(T3)
+    s[T2].compute_at(s[T3], T3.op.axis[0])
+    s[T1].compute_at(s[T2], T2.op.axis[0])  # but T3 reads T_mul too, outside T_add1's loops
+    with pytest.raises(ScheduleError, match=r"'T_mul' is computed at 'T_add1' .* \(T3 is computed at the root\)"):
+        schedule.lower(s, wl.args[:1] + [T3])
 
 
 def test_placeholder_missing_from_args():
