@@ -24,6 +24,8 @@ from pathlib import Path
 #: The fractions of the recorded optimum the summary reports time to.
 FRACTIONS = (0.9, 0.95, 1.0)
 PLOT_FORMATS = ("png", "svg")
+#: The percentiles over seeds ``trials_percentiles`` reports by default.
+PERCENTS = (25, 50, 75)
 
 
 @dataclass
@@ -99,6 +101,14 @@ class ReplayReport:
                 row[f"reached_{f:g}"] = sum(r.trials_to(target) is not None for r in runs)
             rows.append(row)
         return rows
+
+    def trials_percentiles(self, fraction: float, percents=PERCENTS) -> dict[str, list[int | None]]:
+        """{tuner: trials to ``fraction`` of the recorded optimum at each of ``percents``
+        over seeds} (nearest rank, lower; a run that never got there counts as never, so a
+        percentile is None when more runs than it allows never got there)."""
+        target = self.optimum_s / fraction
+        return {tuner: [_percentile_or_none([r.trials_to(target) for r in runs], p) for p in percents]
+                for tuner, runs in self.runs.items()}
 
     def table(self) -> list[str]:
         """The summary as text lines (a header, one line per tuner)."""
@@ -196,6 +206,16 @@ def _quantile(values, q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _percentile_or_none(values: list, percent: float) -> float | None:
+    """The lower nearest-rank percentile with None as "never"; None when it is never
+    (``percent=50`` is ``_median_or_none``)."""
+    if not values:
+        return None
+    ranked = sorted(math.inf if v is None else v for v in values)
+    value = ranked[int(percent / 100 * (len(ranked) - 1))]
+    return None if math.isinf(value) else value
 
 
 def _median_or_none(values: list) -> float | None:

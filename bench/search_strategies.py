@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import time
 
 from autotune.replaying import Recording, replay, sample
 from autotune.runner import TimingOptions
@@ -58,6 +60,8 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
     chosen = {args.only: WORKLOADS[args.only]} if args.only else WORKLOADS
+    goals = []
+    start = time.perf_counter()
     with Database(args.db) as db:
         for name, (op, params) in chosen.items():
             task = Task(op, params, "cpu")
@@ -78,6 +82,44 @@ def main() -> None:
             print(report.header())
             print("\n".join(report.table()))
             print(f"wrote {stem}.json and {stem}.png\n", flush=True)
+            goals += goal_lines(name, report)
+    if goals:
+        print(f"trials to {GOAL_FRACTION:g}x of the recorded optimum at the {'/'.join(map(str, PERCENTS))}th "
+              f"percentiles over {args.seeds} seeds (never: not within {args.trials} trials)")
+        print("\n".join(goals))
+        print(f"replays: {time.perf_counter() - start:.0f} s in all, {args.jobs} at a time")
+
+
+#: The fraction of the recorded optimum the goal is stated for, and the percentiles shown.
+GOAL_FRACTION = 0.95
+PERCENTS = (25, 50, 75)
+
+
+def goal_lines(name: str, report) -> list[str]:
+    """Per tuner, trials to GOAL_FRACTION at each of PERCENTS; then whether xgb needs at most
+    a third of random's trials and fewer than GA's at every percentile ("never" is more than
+    any number: xgb never getting there fails, random never getting there passes)."""
+    table = report.trials_percentiles(GOAL_FRACTION, PERCENTS)
+    lines = [f"{name:12} {tuner:7} " + "  ".join(f"{_cell(v):>6}" for v in values) for tuner, values in table.items()]
+    xgb = [_inf(v) for v in table.get("xgb", [])]
+    checks = []
+    if xgb and "random" in table:
+        ok = all(math.isfinite(x) and x <= _inf(r) / 3 for x, r in zip(xgb, table["random"]))
+        checks.append(f"xgb <= random/3: {'yes' if ok else 'NO'}")
+    if xgb and "ga" in table:
+        ok = all(x < _inf(g) for x, g in zip(xgb, table["ga"]))
+        checks.append(f"xgb < ga: {'yes' if ok else 'NO'}")
+    if checks:
+        lines.append(f"{name:12} goal    " + ", ".join(checks))
+    return lines
+
+
+def _inf(value) -> float:
+    return math.inf if value is None else value
+
+
+def _cell(value) -> str:
+    return "never" if value is None else str(value)
 
 
 def _progress(run) -> None:

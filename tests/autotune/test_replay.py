@@ -236,6 +236,18 @@ def test_summary_counts_trials_and_simulated_seconds_to_each_fraction():
     assert slow["trials_0.9"] is None and slow["reached_0.9"] == 0 and slow["final"] == pytest.approx(0.35)
 
 
+def test_trials_percentiles_count_a_run_that_never_got_there_as_never():
+    report = fixed_report()
+    assert report.trials_percentiles(1.0) == {"fast": [2, 2, 2], "slow": [None, None, None]}
+    assert report.trials_percentiles(0.4, percents=(0, 100)) == {"fast": [2, 2], "slow": [3, None]}
+    runs = [ReplayRun("t", n, costs=[2e-3] * n + [1e-3], seconds=[1.0] * (n + 1)) for n in range(9)]
+    runs.append(ReplayRun("t", 9, costs=[2e-3], seconds=[1.0]))  # never
+    many = ReplayReport("wl", "cpu", recorded=10, recorded_ok=10, optimum_s=1e-3, trials=10, miss="skip",
+                        runs={"t": runs})
+    assert many.trials_percentiles(1.0, percents=(25, 50, 75, 90)) == {"t": [3, 5, 7, 9]}
+    assert many.trials_percentiles(1.0, percents=(50,))["t"] == [many.summary()[0]["trials_1"]]
+
+
 def test_curves_hold_the_last_value_of_a_short_run_and_spread_over_seeds():
     report = fixed_report()
     curves = report.trial_curves()
