@@ -6,6 +6,7 @@
     result.best_config, result.best_gflops, result.best_so_far(), result.timings
     with tuning_db.apply_best(db):
         f = autotune.build(task)          # the best stored schedule, else a default one
+    task = autotune.Task.from_tensors([A, x, y], name="my_gemv")   # any expression, registered or not
 
 Public names are loaded on first use: ``import autotune`` stays cheap (the measuring
 process imports this package, and the cost model pulls in XGBoost, which takes

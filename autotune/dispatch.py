@@ -5,7 +5,9 @@
     f = autotune.build(task, db=db)       # the same, without the context
     f(a, b, c); f.config; f.record        # NumPy arrays; the Config used; its MeasureRecord or None
 
-Which config: ``tuning_db.lookup_best(task.key, task.target_kind, device)`` on the active database,
+Which config: ``tuning_db.lookup_best(task.key, task.target_kind, device)`` on the active database
+(a task from tensors has the key of its name and DAG hash: the same tensors built again, in
+any process, find the records a run stored for them),
 matched on the target kind and this machine's device (a schedule tuned on another CPU
 model is not reused). With no record, or one from another version of the schedule space,
 the build falls back to a deterministic default, ``task.space.sample(random.Random(0))``,

@@ -155,11 +155,12 @@ class Recording:
             self.trials[key] = trial
 
     @classmethod
-    def from_records(cls, records: Iterable, task: Task | None = None, source: str = "") -> "Recording":
+    def from_records(cls, records: Iterable, task: Task | None = None, source: str = "", db=None) -> "Recording":
         """From ``tuning_db.MeasureRecord``s of one workload on one device (oldest first).
 
-        ``task`` defaults to one rebuilt from the records (workload name, parameters,
-        target kind); records of several workloads, target kinds or devices are refused.
+        ``task`` defaults to one rebuilt from the records (``Task.of_record``: the registered
+        workload, or the DAG ``db`` stored for it); records of several workloads, target
+        kinds or devices are refused.
         """
         records = list(records)
         if not records:
@@ -167,7 +168,7 @@ class Recording:
         _check_one_source(records)
         first = records[0]
         if task is None:
-            task = Task(first.workload_name, dict(first.params), first.target.kind)
+            task = Task.of_record(first, db)
         elif (task.key, task.target_kind) != (first.workload_key, first.target.kind):
             raise ValueError(f"records of {first.workload_key} on {first.target.kind} do not belong to {task}")
         recording = cls(task, {}, source=source)
@@ -194,7 +195,7 @@ class Recording:
         if not records:
             where = f" on {target}" if target else ""
             raise ValueError(f"no records of {workload_key}{where} in {db.location}")
-        return cls.from_records(records, task=task, source=db.location)
+        return cls.from_records(records, task=task, source=db.location, db=db)
 
     def __repr__(self) -> str:
         return f"Recording({self.task.key} on {self.task.target_kind}: {len(self)} configs, {self.n_ok} ok)"

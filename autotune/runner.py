@@ -102,7 +102,7 @@ class LocalRunner(Runner):
         self._send = Connection(to_child_w, readable=False)
         self._conn = Connection(to_parent_r, writable=False)
         try:
-            self._send.send(("setup", task.workload_name, task.params, self.seed))
+            self._send.send(("setup", task.dag_json, self.seed))  # the DAG itself: see runner_worker
             status, payload = self._wait(self.setup_timeout)
         except BaseException:  # an interrupt during the set-up: stop the worker too
             self.close()

@@ -6,11 +6,14 @@ only this process down; ``runner.LocalRunner`` notices, records the trial and st
 one. It dies with the tuner, even one killed with SIGKILL (``backends.process.
 die_with_parent``), and leaves when its inbox closes. Messages over a pipe:
 
-    ("setup", workload_name, params, seed)  -> ("ready", None)
+    ("setup", workload_json, seed)          -> ("ready", None)
     ("run", artifact, function, options)    -> (status, payload)
 
 where status is a ``tuning_db.Status``: ok (payload: list of seconds), wrong_answer or
-runtime_error (payload: a message).
+runtime_error (payload: a message). ``workload_json`` is the task's workload as
+``te.serialize`` writes it (``Workload.dag_json``): the DAG is rebuilt from it here, never
+looked up by name, so workloads registered in the user's script, or made from tensors,
+measure like the library's.
 
 Timing protocol (CPU): one verification call on outputs prefilled with NaN (or a
 sentinel), compared with the reference; then one round of ``timing_protocol.time_round``
@@ -36,12 +39,12 @@ from .timing_protocol import CacheFlusher, time_round
 class _Workspace:
     """Inputs, references and output buffers of the current task."""
 
-    def __init__(self, workload_name: str, params: dict, seed: int):
+    def __init__(self, workload_json: str, seed: int):
         import te
 
         from .verify import reduction_length
 
-        wl = te.create_workload(workload_name, **params)
+        wl = te.workload_from_json(workload_json)
         self.inputs = wl.random_inputs(seed)
         self.references = wl.reference(*self.inputs)
         self.reduction = reduction_length(wl.outputs)

@@ -1,6 +1,8 @@
 """A tuning task: one workload on one target, with its schedule space.
 
     task = autotune.Task("matmul", dict(M=1024, N=1024, K=1024), target="cpu")
+    task = autotune.Task.from_tensors([A, B, C], name="my_op")   # any expression, registered nowhere
+    task = autotune.Task.from_db(db, key, target="cpu")          # any workload the database stored
     task.target         # a schedule.targets.Target ("cpu", "cpu:avx2", "cuda:sm_80", ...)
     task.target_kind    # its kind, the key records are stored under ("cpu")
     task.space          # ConfigSpace derived from the workload's DAG, for the target
@@ -78,22 +80,92 @@ def format_bytes(n: int) -> str:
 class Task:
     """Workload ``workload_name`` with ``params`` on ``target`` (a spec or a ``Target``; any
     registered kind, see ``schedule.targets``). ``target`` is parsed: after construction
-    it is always a ``Target``."""
+    it is always a ``Target``.
+
+    ``workload``, when given, is the task's ``te.Workload`` as it is (its name and params
+    replace the first two fields); otherwise the registered workload of that name is made.
+    Either way the workload travels to other processes as its JSON (``te.serialize``).
+    """
 
     workload_name: str
     params: dict = field(default_factory=dict)
     target: Target = "cpu"  # type: ignore[assignment]  (a spec is accepted and parsed)
+    workload: te.Workload | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         try:
             self.target = parse_target(self.target)
         except TargetError as exc:
             raise TaskError(str(exc)) from None
+        if self.workload is None:
+            try:
+                self.workload = te.create_workload(self.workload_name, **self.params)
+            except te.TEError as exc:
+                raise TaskError(str(exc)) from None
+        self.workload_name = self.workload.name
+        self.params = dict(self.workload.params)
+
+    @classmethod
+    def from_workload(cls, workload: te.Workload, target: Target | str = "cpu") -> "Task":
+        """The task of an existing ``te.Workload`` (registered or from tensors)."""
+        return cls(workload.name, dict(workload.params), target, workload=workload)
+
+    @classmethod
+    def from_tensors(cls, tensors, name: str, target: Target | str = "cpu") -> "Task":
+        """The task of ``tensors`` (placeholders first, then outputs: the kernel's argument
+        order) named ``name``, registered nowhere. Its key is the name plus the DAG's hash,
+        so the same tensors built again (in another process) find the same records."""
         try:
-            self.workload = te.create_workload(self.workload_name, **self.params)
+            workload = te.Workload.from_tensors(tensors, name)
         except te.TEError as exc:
             raise TaskError(str(exc)) from None
-        self.params = dict(self.workload.params)
+        return cls.from_workload(workload, target)
+
+    @classmethod
+    def from_json(cls, dag_json: str, target: Target | str = "cpu") -> "Task":
+        """The task of a workload's JSON (``Workload.dag_json``): how other processes get it."""
+        try:
+            workload = te.workload_from_json(dag_json)
+        except te.TEError as exc:
+            raise TaskError(str(exc)) from None
+        return cls.from_workload(workload, target)
+
+    @classmethod
+    def from_db(cls, db, key: str, target: Target | str = "cpu") -> "Task":
+        """The task of workload ``key`` rebuilt from the DAG ``db`` stored for it, whether or not
+        its op is registered in this process (``TaskError`` if the database has no DAG for it:
+        a workload stored before DAGs were, or never tuned there)."""
+        dag_json = db.workload_dag(key)
+        if dag_json is None:
+            raise TaskError(f"{db.location}: no stored DAG for workload {key}; it was tuned before "
+                            f"workloads were stored with their DAG, or not in this database")
+        task = cls.from_json(dag_json, target)
+        if task.key != key:
+            raise TaskError(f"{db.location}: the DAG stored for {key} rebuilds as {task.key}")
+        return task
+
+    @classmethod
+    def of_record(cls, record, db=None, target: Target | str | None = None) -> "Task":
+        """The task a stored record was measured for (on ``target``, default the record's kind):
+        the registered workload of its name and params when this process has it and it gives
+        the record's key, else the DAG ``db`` stored for the key (a workload made from tensors,
+        or registered only in the script that tuned it). ``TaskError`` when neither can."""
+        target = record.target.kind if target is None else target
+        try:
+            task = cls(record.workload_name, dict(record.params), target)
+            if task.key == record.workload_key:
+                return task
+        except TaskError:
+            pass
+        if db is None:
+            raise TaskError(f"workload {record.workload_key} is not registered here and no database "
+                            f"was given to rebuild it from")
+        return cls.from_db(db, record.workload_key, target)
+
+    @property
+    def dag_json(self) -> str:
+        """The workload's canonical JSON: what crosses a process boundary for this task."""
+        return self.workload.dag_json
 
     @functools.cached_property
     def space(self) -> ConfigSpace:

@@ -11,7 +11,8 @@ batch after batch) and the callbacks that join it to storage:
                        interrupted; what the database holds for this task and target
                        joins the history and the tuner, so only the rest is measured
     DatabaseRecorder   a run row (this process's pid and host; a resumed run also the run
-                       it continues and the best stored before it), then every batch in one
+                       it continues and the best stored before it; the workload's DAG, stored
+                       once per workload), then every batch in one
                        transaction as it arrives, which renews the run's heartbeat
     ProgressCallback   each of ``callbacks`` gets a ``Progress`` after every batch
 
@@ -133,7 +134,8 @@ class DatabaseRecorder(TuningCallback):
         task, result = loop.task, loop.result
         self.run_id = self.db.start_run(task.key, task.workload_name, task.params, self.target, self.tuner_name,
                                         self.seed, loop.trials, TOOL_VERSION, resumed_from=result.resumed_from,
-                                        baseline_gflops=result.best_gflops)  # replayed trials' best
+                                        baseline_gflops=result.best_gflops,  # replayed trials' best
+                                        dag_json=task.dag_json, dag_hash=task.workload.dag_hash)
         result.run_id = self.run_id
 
     def on_batch(self, loop: TuningLoop, trials: list[Trial]) -> None:
@@ -195,15 +197,15 @@ def _warm_start_from_similar(db, task: Task, target, search: Tuner, features: Fe
     """Warm-start ``search``'s model from records of other workloads of ``task``'s op.
 
     One query group per workload (the model only learns orders within a workload).
-    Records whose workload cannot be rebuilt here (a user workload not registered in
-    this process) or whose config does not fit the current space are skipped.
+    Records whose workload cannot be rebuilt here (neither registered in this process nor
+    stored with its DAG) or whose config does not fit the current space are skipped.
     Returns how many records were used.
     """
     by_key: dict[str, tuple[Task, list]] = {}
     for rec in db.records_similar(task.workload_name, target, exclude_key=task.key, limit=limit):
         if rec.workload_key not in by_key:
             try:
-                other = Task(rec.workload_name, dict(rec.params), task.target)
+                other = Task.of_record(rec, db, task.target)
             except ValueError:
                 other = None
             by_key[rec.workload_key] = (other, [])

@@ -3,9 +3,10 @@
     python bench/search_strategies.py [--record 3000] [--tuners xgb,ga,random] [--seeds 20]
                                       [--trials 1000] [--db bench/out/strategies.db] [--only matmul]
 
-For each workload below: unless ``--db`` already holds ``--record`` records of it, measure
-that many distinct random configs into it (``autotune.replaying.sample``: the long part,
-hours for 3000 configs of four workloads), then replay every tuner with every seed against
+For each workload below: unless ``--db`` already holds ``--record`` records of it, load the
+recording kept in bench/data/recording-<name>.jsonl.gz, or else measure that many
+distinct random configs into it (``autotune.replaying.sample``: the long part, about half
+an hour per workload on 2 cores) and save them there, then replay every tuner with every seed against
 everything recorded for it, searching the recorded configs only (``autotune.replay(...,
 restrict=True)``: a random sample is sparse, so other proposals would nearly all miss),
 and write
@@ -17,6 +18,7 @@ the recorded optimum. ``--record 0`` replays what the database holds without mea
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -29,21 +31,25 @@ from autotune.task import Task
 from tuning_db import Database
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+#: Recordings kept with the project (gzipped JSON lines, ``autotune log export``'s format).
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 #: The recorded workloads: a square product, a product whose extents share few factors
 #: with any tile (tails everywhere), a convolution and a product with a fused epilogue.
 #: Each entry: (op, workload parameters).
 WORKLOADS = {
     "matmul": ("matmul", dict(M=1024, N=1024, K=1024)),
-    "matmul-odd": ("matmul", dict(M=777, N=1001, K=999)),
+    "matmul-odd": ("matmul", dict(M=255, N=509, K=771)),
     "conv2d": ("conv2d", dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1)),
-    "dense": ("dense", dict(M=256, N=1024, K=1024, bias=True, relu=True)),
+    "dense": ("dense", dict(M=128, N=768, K=768, bias=True, relu=True)),
 }
 
 #: How the recordings are measured: one round each (a replay ranks configs; it does not
-#: need the precision of a reported figure) and a short timeout (a config slower than
-#: this is far from the optimum whatever its exact time).
-RECORD_OPTIONS = dict(timing=TimingOptions(rounds=1), timeout=3.0)
+#: need the precision of a reported figure), a config twice as slow as the best so far
+#: timed by one call, and a short timeout (a config slower than this is far from the
+#: optimum whatever its exact time). matmul 1024^3 was recorded with slow_factor 3 and
+#: a 3 s timeout; only configs far from the optimum are timed differently.
+RECORD_OPTIONS = dict(timing=TimingOptions(rounds=1, slow_factor=2.0), timeout=1.0)
 
 
 def main() -> None:
@@ -65,11 +71,19 @@ def main() -> None:
     with Database(args.db) as db:
         for name, (op, params) in chosen.items():
             task = Task(op, params, "cpu")
+            saved = os.path.join(DATA, f"recording-{name}.jsonl.gz")
             have = len(db.records_for_task(task.key, "cpu"))
+            if have < args.record and os.path.exists(saved):
+                with gzip.open(saved, "rt") as f:
+                    print(f"{name}: {db.import_jsonl(f)} records loaded from {saved}", flush=True)
+                have = len(db.records_for_task(task.key, "cpu"))
             if have < args.record:
                 print(f"{name}: measuring {args.record - have} random configs (have {have})", flush=True)
                 sample(task, args.record, db, resume=True, batch_size=args.batch_size,  # the rest, no repeats
                        **RECORD_OPTIONS)
+                with gzip.open(saved, "wt") as f:
+                    db.export_jsonl(f, task.key)
+                print(f"{name}: recording saved in {saved}", flush=True)
             if args.record_only:
                 continue
             recording = Recording.from_db(db, task.key, "cpu", task=task)

@@ -2,7 +2,7 @@
 
 See ``te.expr`` (nodes), ``te.tensor`` (placeholder/compute/reductions), ``te.ops``
 (the operator library), ``te.workload`` (the registry) and ``te.evaluate`` (the NumPy
-reference evaluator).
+reference evaluator) and ``te.serialize`` (workloads as canonical JSON).
 """
 from . import dtypes
 from .dag import consumers, input_placeholders, producers, topological_order
@@ -18,6 +18,7 @@ from .tensor import (
     ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, compute, max, min, placeholder,
     reduce_axis, sum,
 )
+from .serialize import SerializeError, workload_from_json, workload_to_json
 from .workload import Workload, create_workload, flop_count, list_workloads, register_workload, workload_key
 
 from . import ops  # noqa: E402  (registers the library's workloads)

@@ -11,9 +11,20 @@
 ``key`` is the name plus the parameters (defaults filled in) as canonical JSON, so it is
 the same string in every process and on every machine; the tuning database indexes
 records by it.
+
+A workload can also be made from tensors, with no registered function behind it:
+
+    wl = te.Workload.from_tensors([A, x, y], name="my_gemv")
+    wl.key        # 'my_gemv{"dag":"<dag_hash>"}': the name and the hash of its DAG
+
+Either kind crosses process boundaries as data (``wl.dag_json``, ``te.serialize``), never
+by a registry lookup. A registered workload keeps the name + params key, so databases
+written before DAGs were stored still match; a workload from tensors has no params, so
+its DAG's hash stands in for them, in the same ``name{...}`` shape of key.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import numbers
@@ -95,12 +106,25 @@ def _bind_params(name: str, fn: Callable, params: dict[str, Any]) -> dict[str, A
 
 @dataclass(frozen=True)
 class Workload:
-    """One instance of a registered workload."""
+    """One instance of a workload: a registered function's (``create_workload``), or tensors
+    given directly (``Workload.from_tensors``: ``registered`` False, no params)."""
 
     name: str
     params: dict[str, Any]
     args: list[Tensor] = field(repr=False)
     num_inputs: int
+    registered: bool = True
+
+    @classmethod
+    def from_tensors(cls, tensors, name: str) -> "Workload":
+        """A workload of ``tensors`` (placeholders first, then outputs, the call order) named
+        ``name``; nothing is registered. Its key is the name plus its DAG's hash."""
+        if not isinstance(name, str) or not name:
+            raise WorkloadError(f"workload name must be a non-empty string, got {name!r}")
+        if isinstance(tensors, Tensor):
+            tensors = [tensors]
+        args, num_inputs = _check_args(name, tensors)
+        return cls(name, {}, args, num_inputs, registered=False)
 
     @property
     def inputs(self) -> list[Tensor]:
@@ -110,10 +134,27 @@ class Workload:
     def outputs(self) -> list[Tensor]:
         return self.args[self.num_inputs:]
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """Stable identity: ``name`` + canonical JSON of the parameters."""
-        return workload_key(self.name, self.params)
+        """Stable identity: ``name`` + canonical JSON of the parameters; for a workload from
+        tensors, ``name`` + ``{"dag": dag_hash}`` (see the module docstring)."""
+        if self.registered:
+            return workload_key(self.name, self.params)
+        return workload_key(self.name, {"dag": self.dag_hash})
+
+    @functools.cached_property
+    def dag_json(self) -> str:
+        """The canonical JSON of this workload (``te.serialize.workload_to_json``), made once."""
+        from .serialize import workload_to_json
+
+        return workload_to_json(self)
+
+    @functools.cached_property
+    def dag_hash(self) -> str:
+        """sha256 of ``dag_json``, 16 hex digits: equal for the same DAG built twice."""
+        from .serialize import dag_hash_of
+
+        return dag_hash_of(self.dag_json)
 
     @property
     def flops(self) -> int:
@@ -140,9 +181,13 @@ class Workload:
         return evaluate(self.outputs, dict(zip(self.inputs, inputs)))
 
 
+def canonical_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with JSON-stable values (tuples as lists, NumPy scalars as Python ones)."""
+    return {k: _canonical(v, f"workload {name!r}") for k, v in params.items()}
+
+
 def workload_key(name: str, params: dict[str, Any]) -> str:
-    canonical = {k: _canonical(v, f"workload {name!r}") for k, v in params.items()}
-    return name + json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return name + json.dumps(canonical_params(name, params), sort_keys=True, separators=(",", ":"))
 
 
 def create_workload(name: str, **params) -> Workload:
@@ -151,18 +196,27 @@ def create_workload(name: str, **params) -> Workload:
     bound = _bind_params(name, fn, params)
     for k, v in bound.items():
         _canonical(v, f"workload {name!r} parameter {k!r}")
-    args = fn(**bound)
-    if isinstance(args, Tensor) or not all(isinstance(t, Tensor) for t in args):
-        raise WorkloadError(f"workload {name!r} must return a list of tensors (inputs, then outputs)")
-    args = list(args)
+    args, num_inputs = _check_args(name, fn(**bound))
+    return Workload(name, bound, args, num_inputs)
+
+
+def _check_args(name: str, args) -> tuple[list[Tensor], int]:
+    """(args as a list, number of inputs) of a workload's tensors: placeholders first, then
+    at least one output, and every placeholder the outputs read among them."""
+    try:
+        args = list(args) if not isinstance(args, Tensor) else None
+    except TypeError:
+        args = None
+    if not args or not all(isinstance(t, Tensor) for t in args):
+        raise WorkloadError(f"workload {name!r} must be a list of tensors (inputs, then outputs)")
     num_inputs = sum(isinstance(t.op, PlaceholderOp) for t in args)
     if any(not isinstance(t.op, PlaceholderOp) for t in args[:num_inputs]) or num_inputs == len(args):
-        raise WorkloadError(f"workload {name!r} must return its placeholders first, then at least one output")
+        raise WorkloadError(f"workload {name!r} must list its placeholders first, then at least one output")
     needed = input_placeholders(args[num_inputs:])
     missing = [t.name for t in needed if t not in args[:num_inputs]]
     if missing:
         raise WorkloadError(f"workload {name!r}: outputs read placeholder(s) {', '.join(missing)} not in its args")
-    return Workload(name, bound, args, num_inputs)
+    return args, num_inputs
 
 
 # ---------------------------------------------------------------- FLOP counting

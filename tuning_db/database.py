@@ -6,6 +6,7 @@
     db.add_records(run, batch)                        # one transaction per batch
     db.finish_run(run)
     db.best(wl.key, target)                           # -> MeasureRecord | None
+    db.workload_dag(wl.key)                           # the DAG a run stored (te.serialize JSON)
 
 Each method is one transaction over the ORM of ``models.py`` and takes and returns the
 plain dataclasses of ``records.py``. A process killed at any point leaves every batch that
@@ -143,18 +144,24 @@ class Database:
     def start_run(self, workload_key: str, workload_name: str, params: dict, target: TargetInfo,
                   tuner: str, seed: int | None, trials_requested: int,
                   tool_version: str | None = None, *, resumed_from: int | None = None,
-                  baseline_gflops: float | None = None) -> int:
+                  baseline_gflops: float | None = None, dag_json: str | None = None,
+                  dag_hash: str | None = None) -> int:
         """Open a tuning run (status "running") of this process, creating the workload and target
         rows if new. A resumed run names the run it continues and the best GFLOP/s stored before
-        it (``best_so_far`` starts from it)."""
+        it (``best_so_far`` starts from it). ``dag_json`` (with its ``dag_hash``) is the
+        workload's DAG as te.serialize JSON, stored with the workload unless it has one already."""
         if not isinstance(target, TargetInfo):
             raise ValueError(f"start_run needs a TargetInfo, got {target!r}")
         if not isinstance(params, dict):
             raise ValueError(f"start_run needs the workload params as a dict, got {params!r}")
+        if (dag_json is None) != (dag_hash is None):
+            raise ValueError("start_run needs dag_json and dag_hash together")
         with self._writing() as s:
             wl = rows.get_or_create_workload(s, workload_key, workload_name, params)
             tg = rows.get_or_create_target(s, target)
             now = self.clock()
+            if dag_json is not None:
+                rows.store_dag(wl, dag_json, dag_hash, now)
             run = RunRow(workload_id=wl.id, target_id=tg.id, tuner=tuner, seed=seed,
                          trials_requested=trials_requested,
                          tool_version=tool_version or default_tool_version(),
@@ -217,6 +224,12 @@ class Database:
             for run in stale:
                 run.status, run.finished_at = "interrupted", self.clock()
             return sorted(run.id for run in stale)
+
+    def workload_dag(self, workload_key: str) -> str | None:
+        """The DAG stored for a workload (te.serialize JSON, as written), or None: an unknown
+        key, or a workload stored before DAGs were (schema version 3)."""
+        with self._reading() as s:
+            return s.scalars(select(WorkloadRow.dag_json).where(WorkloadRow.key == workload_key)).first()
 
     def _run_row(self, session: Session, run_id: int) -> RunRow:
         run = session.get(RunRow, run_id)

@@ -19,6 +19,7 @@ and are not exported; an imported run has none.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from contextlib import contextmanager
@@ -43,11 +44,16 @@ _RECORD_FIELDS = ("trial", "config", "config_hash", "status", "costs", "median_s
 
 # ---------------------------------------------------------------- export
 
-def record_to_json(record: MeasureRecord, run: RunRow) -> dict[str, Any]:
+def record_to_json(record: MeasureRecord, run: RunRow, dag_json: str | None = None) -> dict[str, Any]:
+    """One record as a JSON line; ``dag_json``, the workload's stored DAG, goes with it (as
+    ``workload.dag``) so that an import into another database can rebuild the workload."""
+    workload = {"key": record.workload_key, "name": record.workload_name, "params": record.params}
+    if dag_json is not None:
+        workload["dag"] = dag_json
     line = {
         "format": FORMAT,
         "version": VERSION,
-        "workload": {"key": record.workload_key, "name": record.workload_name, "params": record.params},
+        "workload": workload,
         "target": record.target.to_dict(),
         "run": {
             "tuner": run.tuner, "seed": run.seed, "trials_requested": run.trials_requested,
@@ -71,7 +77,8 @@ def export_jsonl(db, dest: str | os.PathLike | IO[str], workload_key: str | None
     count = 0
     with _open_text(dest, "w") as out, db._reading() as s:
         for rec, wl, tg, run in s.execute(query):
-            out.write(json.dumps(record_to_json(rows.to_record(rec, wl, tg), run), allow_nan=False) + "\n")
+            line = record_to_json(rows.to_record(rec, wl, tg), run, wl.dag_json)
+            out.write(json.dumps(line, allow_nan=False) + "\n")
             count += 1
     return count
 
@@ -111,10 +118,12 @@ class _Importer:
         self.runs: dict[tuple, RunRow] = {}
         self.seen: dict[tuple[int, int], set[tuple[str, datetime]]] = {}
 
-    def add(self, parsed: list[tuple[MeasureRecord, _RunFields]]) -> int:
+    def add(self, parsed: list[tuple[MeasureRecord, _RunFields, str | None]]) -> int:
         added = 0
-        for record, run_fields in parsed:
+        for record, run_fields, dag_json in parsed:
             wl = self._workload(record)
+            if dag_json is not None and wl.dag_json is None:
+                rows.store_dag(wl, dag_json, _dag_hash(dag_json), run_fields.started_at or record.created_at)
             tg = self._target(record.target)
             seen = self._seen(wl.id, tg.id)
             identity = (record.config_hash, record.created_at)
@@ -164,7 +173,12 @@ class _Importer:
         return run
 
 
-def _parse_line(text: str, lineno: int, name: str) -> tuple[MeasureRecord, _RunFields]:
+def _dag_hash(dag_json: str) -> str:
+    """The digest ``te.Workload.dag_hash`` gives the same text (sha256, 16 hex digits)."""
+    return hashlib.sha256(dag_json.encode()).hexdigest()[:16]
+
+
+def _parse_line(text: str, lineno: int, name: str) -> tuple[MeasureRecord, _RunFields, str | None]:
     where = f"{name} line {lineno}"
     try:
         obj = json.loads(text)
@@ -194,9 +208,12 @@ def _parse_line(text: str, lineno: int, name: str) -> tuple[MeasureRecord, _RunF
                                config=_need(obj, "config", "config"), status=_need(obj, "status", "status"),
                                **{k: v for k, v in fields.items() if k not in ("config", "status")})
         run = _run_fields(obj.get("run") or {}, record)
+        dag_json = workload.get("dag")
+        if dag_json is not None and not isinstance(dag_json, str):
+            raise ValueError(f"field 'workload.dag' must be a string (te.serialize JSON), got {type(dag_json).__name__}")
     except (TypeError, ValueError) as exc:
         raise RecordFormatError(f"{where}: {exc}") from None
-    return record, run
+    return record, run, dag_json
 
 
 def _run_fields(run: dict, record: MeasureRecord) -> _RunFields:

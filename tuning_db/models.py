@@ -1,6 +1,7 @@
 """The tables of the tuning database, as SQLAlchemy 2 ORM classes.
 
-    workloads    one row per workload key (op name + canonical parameters)
+    workloads    one row per workload key (op name + canonical parameters, or name + DAG
+                 hash), with the workload's DAG as te.serialize JSON once a run stored it
     targets      one row per distinct (kind, device, compiler, flags, host)
     tuning_runs  one row per tuning session of a workload on a target
     records      one row per measured trial, failures included
@@ -28,7 +29,8 @@ from .records import RUN_STATUSES, STATUSES, canonical_json
 # Bump when the layout changes, and add a step to schema.MIGRATIONS.
 #   1  the first layout
 #   2  tuning_runs: pid, host, heartbeat_at (stale-run detection), resumed_from, baseline_gflops
-SCHEMA_VERSION = 2
+#   3  workloads: dag_json, dag_hash, dag_stored_at (the workload's DAG, so any process can rebuild it)
+SCHEMA_VERSION = 3
 
 
 class JSONText(TypeDecorator):
@@ -80,9 +82,14 @@ class WorkloadRow(Base):
     __tablename__ = "workloads"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    key: Mapped[str] = mapped_column(String, unique=True)      # te.workload_key(name, params)
+    key: Mapped[str] = mapped_column(String, unique=True)      # te.Workload.key
     name: Mapped[str] = mapped_column(String, index=True)      # op name, for similar-workload queries
     params: Mapped[dict] = mapped_column(JSONText)
+    # Since version 3 (None on older rows, and on rows imported from JSON lines): the workload
+    # as te.serialize JSON text, kept as written (not re-encoded), its hash, and when it was stored.
+    dag_json: Mapped[str | None] = mapped_column(Text)
+    dag_hash: Mapped[str | None] = mapped_column(String(16))
+    dag_stored_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class TargetRow(Base):

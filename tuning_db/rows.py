@@ -87,5 +87,12 @@ def get_or_create_workload(session: Session, key: str, name: str, params: dict) 
     return _get_or_create(session, WorkloadRow, {"key": key}, {"name": name, "params": params})
 
 
+def store_dag(row: WorkloadRow, dag_json: str, dag_hash: str, now) -> None:
+    """Give a workload row its DAG if it has none; a DAG stored earlier is kept (the one its
+    first records were measured with)."""
+    if row.dag_json is None:
+        row.dag_json, row.dag_hash, row.dag_stored_at = dag_json, dag_hash, now
+
+
 def get_or_create_target(session: Session, target: TargetInfo) -> TargetRow:
     return _get_or_create(session, TargetRow, target.to_dict(), {})

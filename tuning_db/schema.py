@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import Connection, DateTime, Double, Integer, String, inspect, select, text
+from sqlalchemy import Connection, DateTime, Double, Integer, String, Text, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.types import TypeEngine
 
@@ -42,8 +42,14 @@ def _v1_to_v2(conn: Connection) -> None:
     })
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """Workloads keep their DAG (te.serialize JSON), so any process can rebuild them; older
+    rows have none (their workloads are rebuilt by name and params, as they were tuned)."""
+    _add_columns(conn, "workloads", {"dag_json": Text(), "dag_hash": String(16), "dag_stored_at": DateTime()})
+
+
 # MIGRATIONS[v] upgrades a version-v database to version v+1.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:

@@ -343,17 +343,17 @@ def show_cmd(db_url, record_id, what, as_json):
     """
     from .report import explain_record
 
-    with opt.open_db(db_url, create=False) as db:
+    with opt.open_db(db_url, create=False) as db:  # open while a stored DAG may be needed
         record = db.get_record(record_id)
         if record is None:
             raise click.ClickException(f"no record with id {record_id} in {db.location}")
-    decisions, lowered = explain_record(record)
-    if as_json:
-        _echo_json(_record_json(record, decisions, lowered, what))
-        return
-    _print_record(record, [("decisions", decisions), ("lowered", lowered)])
-    if what is not None:
-        click.echo(_lowered_text(record, what))
+        decisions, lowered = explain_record(record, db)
+        if as_json:
+            _echo_json(_record_json(record, decisions, lowered, what, db))
+            return
+        _print_record(record, [("decisions", decisions), ("lowered", lowered)])
+        if what is not None:
+            click.echo(_lowered_text(record, what, db))
 
 
 def _print_record(r, sections: list[tuple[str, list[str]]] = ()) -> None:
@@ -379,7 +379,7 @@ def _print_record(r, sections: list[tuple[str, list[str]]] = ()) -> None:
             click.echo(f"{(name if n == 0 else '').ljust(width)}  {line}")
 
 
-def _record_json(r, decisions: list[str], lowered: list[str], what: str | None) -> dict:
+def _record_json(r, decisions: list[str], lowered: list[str], what: str | None, db) -> dict:
     """``log show --json``: the fields ``_print_record`` shows, as numbers and ISO times, with
     the unit in the key where the table writes it after the value; "ir" or "source" when asked."""
     doc = {
@@ -392,17 +392,17 @@ def _record_json(r, decisions: list[str], lowered: list[str], what: str | None) 
         "decisions": decisions, "lowered": lowered,
     }
     if what is not None:
-        doc[what] = _lowered_text(r, what)
+        doc[what] = _lowered_text(r, what, db)
     return doc
 
 
-def _lowered_text(record, what: str) -> str:
+def _lowered_text(record, what: str, db) -> str:
     """The loop IR or the source of a record's config, rebuilt from the workload and config."""
     from schedule.config import Config
 
     from ..task import Task
 
-    task = Task(record.workload_name, record.params, record.target.kind)
+    task = Task.of_record(record, db)
     func = task.lower(Config.from_json(record.config))
     if what == "ir":
         return str(func)

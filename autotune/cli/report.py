@@ -77,15 +77,16 @@ def _loop_pragmas(task):
     return getattr(getattr(backend_for(task.target), "dialect", None), "loop_pragmas", None)
 
 
-def explain_record(record) -> tuple[list[str], list[str]]:
-    """``explain_config`` for a stored record (its workload, parameters, target kind, config);
-    no decisions and the reason as the lowered lines when the task or config cannot be rebuilt."""
+def explain_record(record, db=None) -> tuple[list[str], list[str]]:
+    """``explain_config`` for a stored record (its task as ``Task.of_record`` rebuilds it, from
+    ``db``'s stored DAG if need be, and its config); no decisions and the reason as the
+    lowered lines when the task or config cannot be rebuilt."""
     from schedule.config import Config
 
     from ..task import Task
 
     try:
-        task = Task(record.workload_name, record.params, record.target.kind)
+        task = Task.of_record(record, db)
         config = Config.from_json(record.config)
     except (ValueError, KeyError, TypeError) as exc:
         return [], [f"cannot rebuild this record's task or config: {exc}"]

@@ -1,7 +1,9 @@
-"""``autotune <op>``: tune one library op, one command per registered workload.
+"""``autotune <op>``: tune one library op, one command per registered workload; ``autotune
+tune --workload-file``: tune a workload defined in a Python file.
 
     autotune matmul -M 1024 -N 1024 -K 1024 --trials 1000
     autotune conv2d --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1
+    autotune tune --workload-file my_ops.py:my_gemv -p N=4096 -p K=4096 --trials 500
 
 The commands are generated from the workload functions' signatures (``te.ops``): each
 parameter becomes an option (single-letter extents as ``-M``/``--M``, bools as
@@ -10,15 +12,24 @@ signature cannot say is written down here: the types of a few parameter names
 (``PARAM_TYPES``) and, for parameters the library requires, a typical size to tune when
 none is given (``TYPICAL_SIZES``), so ``autotune matmul --trials 1000`` just works. The
 dtypes a command offers are the ones its op accepts, asked of the op (``accepted_dtypes``).
+
+``autotune tune`` takes the same tuning options (``options.tuning_options``); its
+workload is what the file's function returns (``task_from_function``).
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import inspect
+import os
 import re
 import signal
+import sys
 import warnings
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -251,13 +262,20 @@ def anchor_report(before, after) -> dict:
     return found
 
 
-def run_tuning(op: str, params: dict, *, trials: int, target: str, tuner: str, db_url: str | None, seed: int,
-               timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
-               transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False) -> None:
+def run_tuning(op: str, params: dict, **options) -> None:
+    """Tune registered workload ``op`` with ``params`` (an op command)."""
+    tune_task(lambda target: Task(op, params, target), **options)
+
+
+def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,
+              seed: int, timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
+              transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False) -> None:
+    """One tuning session of the task ``make_task(target spec)`` with the tuning options."""
     from ..runner import TimingOptions
 
     chosen, note = targets.resolve(target)  # "auto": the best kind measurable here
-    task = Task(op, params, chosen)
+    task = make_task(chosen)
+    op = task.workload_name
     if print_passes:
         print_lowering_passes(task, db_url)
         return
@@ -316,3 +334,114 @@ def print_lowering_passes(task: Task, db_url: str | None) -> None:
 def op_commands() -> list[click.Command]:
     """One command per library workload."""
     return [make_op_command(op) for op in te.list_workloads()]
+
+
+# ---------------------------------------------------------------- autotune tune --workload-file
+
+
+def parse_param_value(text: str):
+    """A ``-p NAME=VALUE`` value: an int, a float, a bool (true/false), a comma list of ints,
+    else the string itself."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if "," in text:
+        try:
+            return [int(part) for part in text.split(",")]
+        except ValueError:
+            pass
+    return text
+
+
+def parse_params(ctx, param, items: tuple[str, ...]) -> dict:
+    """The ``-p NAME=VALUE`` options as a dict (a click callback: a malformed one is a usage error)."""
+    params = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", ctx, param)
+        params[name] = parse_param_value(value)
+    return params
+
+
+def load_workload_function(spec: str) -> tuple[Callable, str]:
+    """(function, path) named by ``PATH.py:FUNC``, the file imported as a module (so the
+    workloads it registers are registered). A missing file or function is a ``BadParameter``;
+    an error while importing the file a ``ClickException`` naming it."""
+    path_text, sep, func_name = spec.rpartition(":")
+    if not sep or not path_text or not func_name:
+        raise click.BadParameter(f"{spec!r} is not PATH.py:FUNC")
+    path = Path(path_text)
+    if not path.is_file():
+        raise click.BadParameter(f"no such file: {path_text}")
+    module_name = "autotune_workload_file_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise click.BadParameter(f"{path_text} is not a Python file")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: one line, not our traceback
+        if os.environ.get("AUTOTUNE_DEBUG"):
+            raise
+        raise click.ClickException(f"{path_text} failed to import: {type(exc).__name__}: {exc}") from None
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise click.BadParameter(f"{path_text} has no function {func_name!r}")
+    return fn, path_text
+
+
+def registered_name(fn: Callable) -> str | None:
+    """The name ``fn`` is registered under with ``te.register_workload``, if it is."""
+    return next((name for name, f in te.workload._REGISTRY.items() if f is fn), None)
+
+
+def task_from_function(fn: Callable, params: dict, target: str, where: str) -> Task:
+    """The task of workload function ``fn`` called with ``params``: a registered one by its
+    name (defaults filled in, its usual key), a plain one from the tensors it returns."""
+    name = registered_name(fn)
+    if name is not None:
+        return Task(name, params, target)
+    try:
+        inspect.signature(fn).bind(**params)
+    except TypeError as exc:
+        raise click.BadParameter(f"{fn.__name__}{inspect.signature(fn)}: {exc}", param_hint="'-p'") from None
+    tensors = fn(**params)
+    if tensors is None or isinstance(tensors, te.Tensor) or not isinstance(tensors, (list, tuple)) or not tensors:
+        raise click.ClickException(f"{where}:{fn.__name__} returned no tensors ({tensors!r}); a workload "
+                                   f"function returns [inputs..., outputs...]")
+    return Task.from_tensors(list(tensors), fn.__name__, target)
+
+
+TUNE_HELP = f"""Tune a workload defined in a Python file.
+
+FUNC is a function returning the workload's tensors, placeholders first, then outputs
+(the kernel's argument order), or a function registered with `te.register_workload`.
+It is called with the -p parameters (values are read as int, float, true/false, a
+comma list of ints, else a string). A plain function's workload is keyed by its name
+and its DAG's hash; a registered one by its name and parameters.
+
+\b
+Example:
+{chr(10).join("    " + line for line in shell_lines(
+    "autotune tune --workload-file my_ops.py:my_gemv -p N=4096 -p K=4096 --trials 500"))}"""
+
+
+@click.command(name="tune", help=TUNE_HELP, short_help="Tune a workload defined in a Python file.")
+@click.option("--workload-file", "workload_file", required=True, metavar="PATH.py:FUNC",
+              help="The file and the function that builds the workload.")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", callback=parse_params,
+              help="A parameter of FUNC (repeat for each).")
+@opt.tuning_options
+def tune_file_cmd(workload_file: str, params: dict, **options) -> None:
+    try:
+        fn, where = load_workload_function(workload_file)
+    except click.BadParameter as exc:
+        exc.param_hint = "'--workload-file'"
+        raise
+    tune_task(lambda target: task_from_function(fn, params, target, where), **options)

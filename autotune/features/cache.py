@@ -48,11 +48,11 @@ def _lower_and_extract(job) -> np.ndarray | None:
 
     from ..task import Task
 
-    name, params, target, config_json = job
-    key = (name, repr(sorted(params.items())), target)
+    dag_json, target, config_json = job
+    key = (dag_json, target)
     task = _WORKER_TASKS.get(key)
     if task is None:
-        task = _WORKER_TASKS[key] = Task(name, params, target)
+        task = _WORKER_TASKS[key] = Task.from_json(dag_json, target)
     try:
         return _extractor(task)(task.lower(Config.from_json(config_json)))
     except Exception:  # noqa: BLE001 - a broken config must not stop a search
@@ -128,11 +128,11 @@ class FeatureCache:
             import os
             from concurrent.futures import ProcessPoolExecutor
 
-            # fork: children inherit the registered workloads (also user ones) and need no
-            # re-import; they only lower and extract, never run OpenMP code.
+            # fork: children start at once and never run OpenMP code (they only lower and
+            # extract). Jobs carry the workload's JSON, so a child needs no registry.
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_start_worker, initargs=(os.getpid(),))
-        jobs = [(task.workload_name, task.params, task.target, c.to_json()) for c in configs]
+        jobs = [(task.dag_json, task.target, c.to_json()) for c in configs]
         chunk = max(1, len(jobs) // (4 * self.workers))
         for config, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):
             if x is None:

@@ -1,4 +1,5 @@
-"""A database written before schema version 2 opens, migrated in place, and keeps working.
+"""A database written before schema version 2 opens, migrated in place (through every later
+version), and keeps working.
 
 ``data/schema_v1.sql`` is the SQL dump of a file the version-1 code wrote (a finished run
 of three records and a run killed after one record, on host "oldhost").
@@ -35,9 +36,9 @@ def _version(path: Path) -> str:
         return con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
 
 
-def test_the_fixture_is_version_1_and_version_2_has_a_migration_from_it(v1_file):
+def test_the_fixture_is_version_1_and_every_later_version_has_a_migration(v1_file):
     assert _version(v1_file) == "1"
-    assert tuning_db.SCHEMA_VERSION == 2 and set(MIGRATIONS) == {1}
+    assert tuning_db.SCHEMA_VERSION == 3 and set(MIGRATIONS) == {1, 2}
 
 
 def test_a_version_1_file_opens_with_its_runs_and_records(v1_file):
@@ -47,10 +48,12 @@ def test_a_version_1_file_opens_with_its_runs_and_records(v1_file):
         assert all(r.pid is None and r.host is None and r.heartbeat_at is None for r in runs)
         assert db.best(KEY).median_s == 1e-6
         assert [b for _, b in db.best_so_far(1)] == [pytest.approx(4.096), pytest.approx(4.096), pytest.approx(8.192)]
-    assert _version(v1_file) == "2"
+    assert _version(v1_file) == str(tuning_db.SCHEMA_VERSION)
     with sqlite3.connect(v1_file) as con:
         columns = {row[1] for row in con.execute("PRAGMA table_info(tuning_runs)")}
+        workload_columns = {row[1] for row in con.execute("PRAGMA table_info(workloads)")}
     assert {"pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops"} <= columns
+    assert {"dag_json", "dag_hash", "dag_stored_at"} <= workload_columns
 
 
 def test_an_old_killed_run_ages_from_its_start_and_can_be_taken_over(v1_file):
