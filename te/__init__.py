@@ -19,6 +19,6 @@ from .tensor import (
     reduce_axis, sum,
 )
 from .serialize import SerializeError, workload_from_json, workload_to_json
-from .workload import Workload, create_workload, flop_count, list_workloads, register_workload, workload_key
+from .workload import Workload, create_workload, flop_count, library_workloads, list_workloads, register_workload, workload_key
 
 from . import ops  # noqa: E402  (registers the library's workloads)

@@ -60,6 +60,12 @@ def list_workloads() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def library_workloads() -> list[str]:
+    """The workloads the library itself registers (``te.ops``); a script may register more."""
+    _ensure_library_loaded()
+    return sorted(n for n, fn in _REGISTRY.items() if fn.__module__.startswith(__package__ + ".ops"))
+
+
 def get_workload_function(name: str) -> Callable[..., list[Tensor]]:
     _ensure_library_loaded()
     try:

@@ -49,14 +49,9 @@ def test_every_command_is_documented_in_the_command_line_section():
     assert not missing, f"README's Command line section does not document: {', '.join(missing)}"
 
 
-def _library_workloads() -> set[str]:
-    """The workloads te.ops registers (other tests register workloads of their own)."""
-    return {n for n in te.list_workloads() if te.workload.get_workload_function(n).__module__.startswith("te.ops")}
-
-
 def test_one_command_per_library_workload():
     commands = {p[0] for p in _commands() if p[0] not in ("log", "replay", "sample", "tune")}
-    assert _library_workloads() <= commands <= set(te.list_workloads())
+    assert set(te.library_workloads()) <= commands <= set(te.list_workloads())
 
 
 def test_quick_start_runs_the_main_command():

@@ -36,7 +36,7 @@ CASES = sorted(SMALL.items()) + VARIANTS
 
 
 def test_every_library_workload_has_a_small_case():
-    assert set(SMALL) == set(te.list_workloads())
+    assert set(SMALL) == set(te.library_workloads())
 
 
 def _outputs(wl, seed=3):
