@@ -23,7 +23,8 @@ the IR with the rules code generation applies to it:
   it into kernels; ``blockIdx``/``threadIdx`` loops are the launch grid and block,
   ``unrolled`` loops print ``#pragma unroll``, vectorized loops stay plain loops.
 
-Each buffer written gets one line: its storage (for buffers the program allocates) and
+A headline gives the peak intermediate memory (allocated buffers live at once, per thread
+and with every parallel iteration at once). Each buffer written gets one line: its storage (for buffers the program allocates) and
 the loops of its deepest store, outermost first, named as ``str(func)`` names them.
 """
 from __future__ import annotations
@@ -106,11 +107,19 @@ def _bytes(n: int) -> str:
 @dataclass(frozen=True)
 class Explanation:
     """What ``explain`` reads off a statement: every loop in the order code generation
-    prints them (pre-order), those that run in parallel, and each written buffer's nest."""
+    prints them (pre-order), those that run in parallel, and each written buffer's nest.
+
+    ``peak_bytes``: the most bytes of buffers the program allocates that are live at once
+    in one thread (an allocation lives for its scope: a buffer allocated in a loop body is
+    freed at the end of each iteration, so siblings reuse the memory); ``peak_bytes_all``:
+    the same with every iteration of the parallel loops around an allocation running at
+    once (each holds its own copy)."""
 
     loops: tuple[LoopNote, ...]
     parallel: tuple[LoopNote, ...]
     buffers: tuple[BufferNest, ...]
+    peak_bytes: int = 0
+    peak_bytes_all: int = 0
 
 
 class _Collect(StmtVisitor):
@@ -126,6 +135,7 @@ class _Collect(StmtVisitor):
         self.all: list[LoopNote] = []
         self.nests: dict[Buffer, tuple[LoopNote, ...]] = {}
         self.allocations: dict[Buffer, str | None] = {}
+        self.live = self.live_all = self.peak = self.peak_all = 0  # bytes allocated, see Explanation
 
     def visit_For(self, s: For) -> None:
         note = self._note(s)
@@ -145,7 +155,16 @@ class _Collect(StmtVisitor):
 
     def visit_Allocate(self, s: Allocate) -> None:
         self.allocations[s.buffer] = self.notes[-1].name if self.notes else None
-        super().visit_Allocate(s)
+        size = s.buffer.size * dtypes.nbytes(s.buffer.dtype)
+        copies = _prod(n.trips or 1 for n in self.notes if n.how == "parallel")
+        self.live += size
+        self.live_all += size * copies
+        self.peak, self.peak_all = max(self.peak, self.live), max(self.peak_all, self.live_all)
+        try:
+            super().visit_Allocate(s)
+        finally:
+            self.live -= size
+            self.live_all -= size * copies
 
     def visit_BufferStore(self, s: BufferStore) -> None:
         loops = tuple(_with_dtype(n, s.buffer.dtype) for n in self.notes)
@@ -156,7 +175,8 @@ class _Collect(StmtVisitor):
     def result(self) -> Explanation:
         buffers = tuple(BufferNest(b, loops, b in self.allocations, self.allocations.get(b))
                         for b, loops in self.nests.items())
-        return Explanation(tuple(self.all), tuple(n for n in self.all if n.how == "parallel"), buffers)
+        return Explanation(tuple(self.all), tuple(n for n in self.all if n.how == "parallel"), buffers,
+                           self.peak, self.peak_all)
 
 
 def _with_dtype(note: LoopNote, dtype: str) -> LoopNote:
@@ -239,7 +259,17 @@ def describe_lowered(func: LoweredFunc | GPUProgram, pragmas: Pragmas | None = N
     if any(isinstance(s, For) and s.kind == ir.THREAD_BINDING for s in ir.walk(func.body)):
         return describe_program(lower_gpu(func))
     what = explain(func.body, pragmas=pragmas)
-    return "\n".join([_parallel_line(what.parallel)] + [str(n) for n in what.buffers])
+    return "\n".join([_parallel_line(what.parallel), _memory_line(what)] + [str(n) for n in what.buffers])
+
+
+def _memory_line(what: Explanation) -> str:
+    """The intermediate memory headline: the peak of allocated buffers live at once."""
+    if not what.peak_bytes:
+        return "intermediate memory: none (every stage writes an argument or is inlined)"
+    line = f"intermediate memory: peak {_bytes(what.peak_bytes)} live at once in one thread"
+    if what.peak_bytes_all != what.peak_bytes:
+        line += f", {_bytes(what.peak_bytes_all)} with every parallel iteration at once"
+    return line
 
 
 def _dims(xyz) -> str:

@@ -92,6 +92,7 @@ def test_tuning_report_describes_the_best_configs_lowered_code():
     lowered = next(n for n, line in enumerate(lines) if line.startswith("lowered:"))
     assert lines[lowered] == "lowered:  parallel: none, one thread runs every loop " \
                              "(lowering removes loops of one iteration, parallel ones too)"
-    assert lines[lowered + 1].startswith("          C.local [local 16x16 float32")
-    assert lines[lowered + 2].startswith("          C: ") and "(vector x16 float32)" in lines[lowered + 2]
-    assert lines[lowered + 3].startswith("anchor:")
+    assert lines[lowered + 1] == "          intermediate memory: peak 1 KiB live at once in one thread"
+    assert lines[lowered + 2].startswith("          C.local [local 16x16 float32")
+    assert lines[lowered + 3].startswith("          C: ") and "(vector x16 float32)" in lines[lowered + 3]
+    assert lines[lowered + 4].startswith("anchor:")

@@ -214,3 +214,26 @@ def test_a_dialect_without_openmp_is_described_by_its_own_pragmas():
     assert "i_outer_j_outer_fused 4 (parallel without a pragma on this target)" in text
     source = check_agrees_with_source(func, dialect)
     assert "#pragma omp" not in source and "#pragma GCC unroll 4" in source
+
+
+def test_peak_intermediate_memory_counts_nested_allocations_and_parallel_copies():
+    func = _lowered(_space(), FOUR_PARALLEL_TILES)   # C.local 8x8 holds A.local 8x4 inside, 4 parallel tiles
+    what = explain(func.body)
+    assert (what.peak_bytes, what.peak_bytes_all) == ((64 + 32) * 4, (64 + 32) * 4 * 4)
+    assert describe_lowered(func).splitlines()[1] == \
+        "intermediate memory: peak 384 B live at once in one thread, 1.5 KiB with every parallel iteration at once"
+
+
+def test_sibling_allocations_reuse_memory_and_a_function_of_arguments_needs_none():
+    out = ir.Buffer("Y", (64,), "float32", is_arg=True)
+    a, b = ir.Buffer("a", (100,), "float32", scope="local"), ir.Buffer("b", (50,), "float64", scope="local")
+    i = Var("i")
+    first = ir.Allocate(a, ir.BufferStore(a, (i,), Const(1.0, "float32")))
+    second = ir.Allocate(b, ir.BufferStore(b, (i,), Const(2.0, "float64")))
+    body = ir.For(i, Const(8), ir.SERIAL, ir.seq(first, second, ir.BufferStore(out, (i,), Const(0.0, "float32"))))
+    what = explain(body)
+    assert (what.peak_bytes, what.peak_bytes_all) == (400, 400), "a then b, never both: the larger"
+    nested = ir.Allocate(a, ir.seq(ir.BufferStore(a, (i,), Const(1.0, "float32")), second))
+    assert explain(ir.For(i, Const(8), ir.PARALLEL, nested)).peak_bytes_all == 8 * 800
+    func = ir.LoweredFunc("kernel", (out,), ir.For(i, Const(64), ir.SERIAL, ir.BufferStore(out, (i,), Const(0.0, "float32"))))
+    assert describe_lowered(func).splitlines()[1].startswith("intermediate memory: none")
