@@ -10,8 +10,11 @@ equivalent a NumPy user would really write are anchored:
     matmul, batch_matmul   np.matmul (transposes as strided views, which BLAS takes as-is)
     dense                  np.matmul(X, W.T) then the bias add and relu in place
     conv2d                 im2col (strided views, one copy) + one np.matmul per image batch
+    mlp                    np.matmul, bias, gelu (scipy.special.erf), np.matmul, bias, in place
+    attention              batched np.matmul, scale (and mask), max-subtracted softmax in place,
+                           batched np.matmul: the same steps as the workload's stages
 
-Others (softmax, pooling, depthwise, element-wise) return None: NumPy runs them
+Others (softmax, pooling, depthwise, element-wise, layernorm, conv2d_bn_relu) return None: NumPy runs them
 single-threaded through temporaries, so a ratio against them would flatter us, and the
 te reference evaluator is a checker, not a competitor. Only float32/float64 are
 anchored: NumPy has no BLAS path for other dtypes.
@@ -167,7 +170,63 @@ def _conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], objec
     return lambda: im2col_conv2d(data, kernel, p["stride"], p["padding"], p["dilation"], p["layout"])
 
 
-_NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d}
+def _mlp(p: dict, x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray,
+         b2: np.ndarray) -> Callable[[], object]:
+    """``gelu(x @ w1.T + b1) @ w2.T + b2`` with the exact gelu, in two preallocated
+    hidden buffers (``mlp_workspace_elements``); scipy (a dependency of scikit-learn)
+    has the vectorised erf NumPy lacks."""
+    from scipy.special import erf
+
+    hidden = np.empty((x.shape[0], w1.shape[0]), dtype=x.dtype)
+    gelu = np.empty_like(hidden)
+    out = np.empty((x.shape[0], w2.shape[0]), dtype=x.dtype)
+    w1t, w2t = w1.T, w2.T
+    inv_sqrt2 = x.dtype.type(1 / math.sqrt(2))
+
+    def run():
+        np.matmul(x, w1t, out=hidden)
+        np.add(hidden, b1, out=hidden)
+        np.multiply(hidden, inv_sqrt2, out=gelu)
+        erf(gelu, out=gelu)
+        np.add(gelu, 1, out=gelu)
+        np.multiply(gelu, hidden, out=gelu)
+        np.multiply(gelu, 0.5, out=gelu)
+        np.matmul(gelu, w2t, out=out)
+        np.add(out, b2, out=out)
+        return out
+
+    return run
+
+
+def _attention(p: dict, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Callable[[], object]:
+    """``softmax(q @ k^T / sqrt(dim)) @ v`` per head, the softmax max-subtracted and in place
+    in one (heads, seq, seq) buffer; causal masks with -inf above the diagonal."""
+    heads, seq, dim = q.shape
+    scores = np.empty((heads, seq, seq), dtype=q.dtype)
+    row = np.empty((heads, seq, 1), dtype=q.dtype)
+    out = np.empty_like(q)
+    kt = np.swapaxes(k, 1, 2)
+    scale = q.dtype.type(1 / math.sqrt(dim))
+    above = np.triu(np.ones((seq, seq), dtype=bool), 1) if p.get("causal") else None
+
+    def run():
+        np.matmul(q, kt, out=scores)
+        np.multiply(scores, scale, out=scores)
+        if above is not None:
+            np.copyto(scores, -np.inf, where=above)
+        np.max(scores, axis=-1, keepdims=True, out=row)
+        np.subtract(scores, row, out=scores)
+        np.exp(scores, out=scores)
+        np.sum(scores, axis=-1, keepdims=True, out=row)
+        np.divide(scores, row, out=scores)
+        np.matmul(scores, v, out=out)
+        return out
+
+    return run
+
+
+_NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d,
+                      "mlp": _mlp, "attention": _attention}
 
 
 def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
@@ -194,8 +253,10 @@ def has_numpy_anchor(task) -> bool:
 
 def numpy_workspace_bytes(task) -> int:
     """About how many bytes ``numpy_equivalent(task)`` and its runs hold (0 without an anchor):
-    the inputs and the output, and for conv2d the im2col columns, the padded input and the
-    copies of the output the layout change makes."""
+    the inputs and the output, for mlp and attention their buffers (two (M, H) hidden
+    arrays; the (heads, seq, seq) scores, a row statistic and the causal mask), and for
+    conv2d the im2col columns, the padded input and the copies of the output the layout
+    change makes."""
     if not has_numpy_anchor(task):
         return 0
     from te.evaluate import tensor_nbytes
@@ -203,6 +264,13 @@ def numpy_workspace_bytes(task) -> int:
     wl = task.workload
     inputs = sum(tensor_nbytes(t) for t in wl.inputs)
     outputs = sum(tensor_nbytes(t) for t in wl.outputs)
+    itemsize = dtypes.nbytes(wl.inputs[0].dtype)
+    if task.workload_name == "mlp":
+        M, H = wl.inputs[0].shape[0], wl.inputs[1].shape[0]
+        return inputs + outputs + 2 * M * H * itemsize
+    if task.workload_name == "attention":
+        heads, seq, _ = wl.inputs[0].shape
+        return inputs + outputs + (heads * seq * seq + heads * seq) * itemsize + seq * seq
     if task.workload_name != "conv2d":
         return inputs + outputs
     data, kernel = wl.inputs[0], wl.inputs[1]

@@ -1,6 +1,6 @@
 """Search strategies compared offline: replays over sampled recordings of four workloads.
 
-    python bench/search_strategies.py [--record 3000] [--tuners xgb,ga,random] [--seeds 20]
+    python bench/search_strategies.py [--record 3000] [--tuners xgb,ga,random,grid] [--seeds 20]
                                       [--trials 1000] [--db bench/out/strategies.db] [--only matmul]
 
 For each workload below: unless ``--db`` already holds ``--record`` records of it, load the
@@ -55,7 +55,7 @@ RECORD_OPTIONS = dict(timing=TimingOptions(rounds=1, slow_factor=2.0), timeout=1
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", type=int, default=3000, help="records wanted per workload (0: measure nothing)")
-    parser.add_argument("--tuners", default="xgb,ga,random")
+    parser.add_argument("--tuners", default="xgb,ga,random,grid")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=64)

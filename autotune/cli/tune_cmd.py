@@ -54,6 +54,7 @@ PARAM_TYPES = {
     "dilation": (opt.IntOrPair(), f"Kernel dilation: {_PAIR_HELP}."),
     "kernel": (opt.IntOrPair(), f"Pooling window: {_PAIR_HELP}."),
     "layout": (click.Choice(["NCHW", "NHWC"]), "Data layout."),
+    "eps": (click.FloatRange(min=0, min_open=True), "Added to the variance before the square root."),
     "pool_type": (click.Choice(["max", "avg"]), "Pooling kind."),
     "op": (click.Choice(list(ELEMENTWISE_OPS)), "Element-wise operator."),
 }
@@ -70,6 +71,7 @@ FLAG_HELP = {
     "relu": "Apply relu to the result.",
     "transpose_a": "A is stored transposed.",
     "transpose_b": "B is stored transposed.",
+    "causal": "Mask the keys after each query (decoder attention).",
 }
 
 #: Sizes tuned when a required parameter is not given (typical, not special).
@@ -83,6 +85,10 @@ TYPICAL_SIZES = {
     "pool2d": dict(N=1, C=64, H=112, W=112, kernel=2),
     "elementwise": dict(op="add", shape=[1024, 1024]),
     "elementwise_chain": dict(shape=[1024, 1024]),
+    "layernorm": dict(M=4096, N=1024),
+    "mlp": dict(M=512, D=768, H=3072),
+    "attention": dict(heads=12, seq=512, dim=64),
+    "conv2d_bn_relu": dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3),
 }
 
 #: One example per command, shown in its --help (the README shows the same ones).
@@ -96,6 +102,10 @@ EXAMPLES = {
     "pool2d": "autotune pool2d --N 1 --C 64 --H 112 --W 112 --kernel 3 --stride 2 --padding 1 --pool-type max",
     "elementwise": "autotune elementwise --op sigmoid --shape 1024,1024 --trials 100",
     "elementwise_chain": "autotune elementwise_chain --shape 4096,1024 --trials 100",
+    "layernorm": "autotune layernorm -M 4096 -N 1024 --eps 1e-5 --trials 200",
+    "mlp": "autotune mlp -M 512 -D 768 -H 3072 --trials 200",
+    "attention": "autotune attention --heads 12 --seq 512 --dim 64 --causal --trials 200",
+    "conv2d_bn_relu": "autotune conv2d_bn_relu --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1 --trials 200",
 }
 
 

@@ -28,6 +28,13 @@ def positive_int(op: str, name: str, value) -> int:
     return int(value)
 
 
+def positive_real(op: str, name: str, value) -> float:
+    """``value`` as a float if it is a finite real number > 0 (an option such as eps)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
+        raise te.WorkloadError(f"{op}: {name} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def int_pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
     """An int or a 2-list ``[h, w]`` of ints >= ``minimum``, as ``(h, w)``."""
     items = [value, value] if is_int(value) else value

@@ -384,3 +384,18 @@ def test_export_filters_by_target(seeded, tmp_path):
     to_stdout = run_cli(seeded, "log", "export", "-", "--target", "cpu")
     assert {json.loads(line)["target"]["kind"] for line in to_stdout.stdout.splitlines()} == {"cpu"}
     assert run_cli(seeded, "log", "export", "-", "--target", "cuda", "--workload", "matmul{\"K\":16").stdout == ""
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_command_accepts_its_own_defaults(op):
+    """An option whose type refuses its default (a float parameter given an int type) fails
+    every run of the command; parsing no arguments must give the workload's defaults."""
+    ctx = cli.commands[op].make_context(op, [])
+    assert ctx.params, op
+
+
+def test_layernorm_takes_a_float_eps():
+    ctx = cli.commands["layernorm"].make_context("layernorm", ["--eps", "1e-3"])
+    assert ctx.params["eps"] == pytest.approx(1e-3)
+    with pytest.raises(click.BadParameter):
+        cli.commands["layernorm"].make_context("layernorm", ["--eps", "0"])

@@ -15,13 +15,17 @@ from te.serialize import SerializeError, workload_from_json, workload_to_json
 # Small parameters for every library workload, and variants that reach more node kinds and
 # attributes (casts of int8 inputs, selects of padding, -inf identities of max pooling, calls).
 SMALL = {
+    "attention": dict(heads=2, seq=5, dim=3, causal=True),
     "batch_matmul": dict(B=2, M=3, N=4, K=5),
     "conv2d": dict(N=1, C=2, H=6, W=6, K=3, R=3, S=3, padding=1),
+    "conv2d_bn_relu": dict(N=1, C=2, H=6, W=6, K=3, R=3, S=3, padding=1),
     "dense": dict(M=3, N=4, K=5, bias=True, relu=True),
     "depthwise_conv2d": dict(N=1, C=2, H=6, W=6, R=3, S=3, padding=1),
     "elementwise": dict(op="sigmoid", shape=[4, 3]),
     "elementwise_chain": dict(shape=[5]),
+    "layernorm": dict(M=3, N=7),
     "matmul": dict(M=4, N=3, K=5),
+    "mlp": dict(M=3, D=4, H=6),
     "pool2d": dict(N=1, C=2, H=6, W=6, kernel=2, padding=1),
     "softmax": dict(shape=[3, 5]),
 }
