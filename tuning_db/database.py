@@ -18,7 +18,11 @@ SQLite file, or a database without our tables, is a ``DatabaseError`` and nothin
 created. Writers (tuning, importing) open with the default ``create=True``.
 
 Open one ``Database`` per process (a forked child must not reuse its parent's connections);
-several processes may write the same SQLite file at once (see engine.py).
+several processes may write the same SQLite file (see engine.py) or PostgreSQL database at
+once. Nothing here reads a row and then writes on what it read without a guard: shared rows
+(workloads, targets) are inserted with ``ON CONFLICT DO NOTHING``, a workload's DAG and a
+stale run's takeover are conditional UPDATEs, and an import holds a lock (see rows.py,
+jsonl.py); records of different runs are distinct records, however alike.
 
 Runs store the pid and host of the process that started them and a heartbeat, renewed
 by every ``add_records``; ``RunInfo.state()`` tells a live run from a killed one
@@ -37,14 +41,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterator
 
-from sqlalchemy import case, distinct, func, select
+from sqlalchemy import case, distinct, func, inspect, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import jsonl, rows
 from .engine import open_engine, writer
-from .errors import DatabaseError, one_line
+from .errors import DatabaseError, NoDatabaseError, one_line
 from .liveness import run_state, this_host
 from .location import describe, prepare_sqlite_file, require_sqlite_file, resolve_url, sqlite_file
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
@@ -86,6 +90,8 @@ class Database:
         except ImportError as exc:
             self.close()
             message = f"{self.location}: cannot open: its database driver is not installed ({exc})"
+            if self.url.get_backend_name() == "postgresql":
+                message += "; for PostgreSQL: pip install 'autotune-te[postgres]'"
             raise DatabaseError(message) from None
         except (SQLAlchemyError, OSError) as exc:
             self.close()
@@ -113,10 +119,15 @@ class Database:
         """Refuse to read a database that has none of our tables (rather than create them)."""
         with self._engine.connect() as conn:
             if stored_version(conn, self.location) is None:
+                if self.url.get_backend_name() != "sqlite" and not inspect(conn).get_table_names():
+                    # an empty server database: nothing tuned into it yet, as a missing file
+                    raise NoDatabaseError(f"{self.location}: no tuning database here (the database has no tables)")
                 raise DatabaseError(f"{self.location}: not a tuning database (none of its tables are there)")
 
     def _describe_failure(self, exc: BaseException, doing: str) -> str:
         message = one_line(exc)
+        if self.url.password:   # a driver may quote its connection string: never show the password
+            message = message.replace(str(self.url.password), "***")
         if any(hint in message for hint in _CORRUPT_HINTS):
             return f"{self.location}: not a SQLite database, or the file is corrupt ({message})"
         return f"{self.location}: {doing}: {message}"
@@ -161,7 +172,7 @@ class Database:
             tg = rows.get_or_create_target(s, target)
             now = self.clock()
             if dag_json is not None:
-                rows.store_dag(wl, dag_json, dag_hash, now)
+                rows.store_dag(s, wl, dag_json, dag_hash, now)
             run = RunRow(workload_id=wl.id, target_id=tg.id, tuner=tuner, seed=seed,
                          trials_requested=trials_requested,
                          tool_version=tool_version or default_tool_version(),
@@ -211,8 +222,9 @@ class Database:
 
         A run is stale when it says "running" but its process is gone (``RunInfo.state``,
         to which ``state_options`` go; ``now`` defaults to this database's clock). Live
-        runs are left alone. One write transaction: two processes resuming at once both
-        see the run closed once.
+        runs are left alone. Each run is closed by an UPDATE that holds only while it is
+        still "running" with the heartbeat it was judged by: of two processes resuming at
+        once, one closes it and only that one gets its id back.
         """
         state_options.setdefault("now", self.clock())
         with self._writing() as s:
@@ -221,9 +233,18 @@ class Database:
                      .where(WorkloadRow.key == workload_key, RunRow.status == "running",
                             *rows.target_conditions(target)))
             stale = [run for run in s.scalars(query) if run_state(run, **state_options) == "stale"]
-            for run in stale:
-                run.status, run.finished_at = "interrupted", self.clock()
-            return sorted(run.id for run in stale)
+            return sorted(run.id for run in stale if self._close_if_unchanged(s, run))
+
+    def _close_if_unchanged(self, session: Session, run: RunRow) -> bool:
+        """Mark ``run`` "interrupted" unless it was closed or beat its heartbeat since it was read."""
+        result = session.execute(
+            update(RunRow)
+            .where(RunRow.id == run.id, RunRow.status == "running",
+                   RunRow.heartbeat_at.is_not_distinct_from(run.heartbeat_at))
+            .values(status="interrupted", finished_at=self.clock())
+            .execution_options(synchronize_session=False)
+        )
+        return result.rowcount == 1
 
     def workload_dag(self, workload_key: str) -> str | None:
         """The DAG stored for a workload (te.serialize JSON, as written), or None: an unknown

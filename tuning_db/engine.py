@@ -14,7 +14,10 @@ fails at once with "database is locked" if another process wrote in between, and
 busy_timeout cannot help). Readers use a plain ``BEGIN``; writers use the engine from
 ``writer()``, whose transactions start with ``BEGIN IMMEDIATE``: they take the write lock
 up front, waiting up to busy_timeout for it, so concurrent writers queue instead of failing.
-Other databases (PostgreSQL for shared use) get none of this and need none of it.
+Other databases (PostgreSQL for shared use) get none of this: a server runs concurrent
+transactions itself. The few transactions that must not run side by side there (creating
+the schema, importing records) take a transaction-scoped advisory lock (``serialize``),
+which on SQLite the write lock taken at ``BEGIN IMMEDIATE`` already is.
 
 ``open_engine(url, create=False)`` connects to an existing SQLite file only (SQLite's
 ``mode=rw``, which never creates the file), for the commands that only read; it leaves
@@ -35,14 +38,19 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from .location import sqlite_file
 
 BUSY_TIMEOUT_S = 30.0
 _BEGIN_OPTION = "tuning_db_sqlite_begin"
+
+#: PostgreSQL advisory lock keys (fixed 63-bit numbers of this package) for ``serialize``.
+SCHEMA_LOCK = 0x6175_746F_7475_6E01   # creating or migrating the tables
+IMPORT_LOCK = 0x6175_746F_7475_6E02   # importing JSON-lines records (their duplicate check)
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -69,6 +77,19 @@ def open_engine(url: URL, create: bool = True) -> Engine:
 def _connect_existing(path: Path) -> sqlite3.Connection:
     """A connection to the file ``path`` that fails, rather than create it, when it is missing."""
     return sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S)
+
+
+def serialize(conn: Connection | Session, key: int) -> None:
+    """Make the transactions that call this with the same ``key`` run one at a time.
+
+    On PostgreSQL: a transaction-scoped advisory lock (``pg_advisory_xact_lock``), held until
+    the transaction ends, so whatever it reads before writing cannot be changed by another
+    such transaction in between. On SQLite nothing: a writer's ``BEGIN IMMEDIATE`` holds the
+    whole file's write lock already.
+    """
+    bind = conn.get_bind() if isinstance(conn, Session) else conn
+    if bind.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 def writer(engine: Engine) -> Engine:

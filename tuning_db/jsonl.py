@@ -13,7 +13,10 @@ A line carries everything needed to replay and rank its record, so files from se
 machines can be concatenated and imported anywhere. Import checks every line first (a bad
 one raises ``RecordFormatError`` naming the file and line, and nothing is written), then
 adds all new records in one transaction, skipping exact duplicates: the same workload,
-target, config hash and creation time. Records of one exported run go back into one run.
+target, config hash and creation time. Imports into one database run one at a time (the
+write lock on SQLite, an advisory lock on PostgreSQL: ``engine.serialize``), so the same
+file imported twice at once still adds each record once. Records of one exported run go
+back into one run.
 A run's process (pid, host, heartbeat) and resume links belong to the database it ran in
 and are not exported; an imported run has none.
 """
@@ -31,6 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from . import rows
+from .engine import IMPORT_LOCK, serialize
 from .errors import DatabaseError, RecordFormatError
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
 from .records import MeasureRecord, TargetInfo, as_utc, check_run_status
@@ -105,6 +109,7 @@ def import_jsonl(db, source: str | os.PathLike | IO[str]) -> int:
         except UnicodeDecodeError as exc:
             raise RecordFormatError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     with db._writing() as s:
+        serialize(s, IMPORT_LOCK)   # two imports of one file at once: the second sees the first's records
         return _Importer(s).add(parsed)
 
 
@@ -123,7 +128,7 @@ class _Importer:
         for record, run_fields, dag_json in parsed:
             wl = self._workload(record)
             if dag_json is not None and wl.dag_json is None:
-                rows.store_dag(wl, dag_json, _dag_hash(dag_json), run_fields.started_at or record.created_at)
+                rows.store_dag(self.s, wl, dag_json, _dag_hash(dag_json), run_fields.started_at or record.created_at)
             tg = self._target(record.target)
             seen = self._seen(wl.id, tg.id)
             identity = (record.config_hash, record.created_at)

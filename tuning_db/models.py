@@ -7,9 +7,10 @@
     records      one row per measured trial, failures included
     meta         key/value pairs; ``schema_version`` says which layout this file has
 
-JSON fields (params, config, costs) are stored as canonical JSON text so the files stay
-readable with the sqlite3 shell and portable to any SQL server. Timestamps are stored as
-naive UTC and handed back timezone-aware. Nothing outside this package sees these rows:
+JSON fields (params, config, costs) are stored as canonical JSON text on SQLite, so the files
+stay readable with the sqlite3 shell, and as ``jsonb`` on PostgreSQL; ``rows.json_field``
+queries a field inside them on either. Timestamps are stored as naive UTC and handed back
+timezone-aware. Nothing outside this package sees these rows:
 ``database.py`` converts them to the dataclasses of ``records.py``.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy import (
     CheckConstraint, DateTime, Double, ForeignKey, Index, Integer, MetaData, String, Text,
     TypeDecorator, UniqueConstraint,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .records import RUN_STATUSES, STATUSES, canonical_json
@@ -34,16 +36,28 @@ SCHEMA_VERSION = 3
 
 
 class JSONText(TypeDecorator):
-    """A JSON value stored as canonical JSON text."""
+    """A JSON value: canonical JSON text, or ``jsonb`` on PostgreSQL (which parses and
+    serialises it itself, and can index into it)."""
 
     impl = Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect) -> str | None:
-        return None if value is None else canonical_json(value)
+    def load_dialect_impl(self, dialect):
+        return dialect.type_descriptor(JSONB() if _is_postgresql(dialect) else Text())
 
-    def process_result_value(self, value: str | None, dialect) -> Any:
-        return None if value is None else json.loads(value)
+    def process_bind_param(self, value: Any, dialect) -> Any:
+        if value is None or _is_postgresql(dialect):
+            return value
+        return canonical_json(value)
+
+    def process_result_value(self, value: Any, dialect) -> Any:
+        if value is None or _is_postgresql(dialect):
+            return value
+        return json.loads(value)
+
+
+def _is_postgresql(dialect) -> bool:
+    return dialect.name == "postgresql"
 
 
 class UTCDateTime(TypeDecorator):

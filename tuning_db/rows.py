@@ -5,11 +5,13 @@ read and write rows the same way and no ORM object leaves the package.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from sqlalchemy import Select, select
+from sqlalchemy import JSON, Select, select, type_coerce, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.sql.elements import BinaryExpression
 
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
 from .records import MeasureRecord, TargetInfo
@@ -29,6 +31,16 @@ def target_conditions(target: TargetFilter) -> list:
     if target.device:
         conditions.append(TargetRow.device == target.device)
     return conditions
+
+
+def json_field(column: InstrumentedAttribute, key: str) -> BinaryExpression:
+    """``column[key]`` of a JSON column (``WorkloadRow.params``, ``RecordRow.config``) as SQL
+    that SQLite (``JSON_EXTRACT``) and PostgreSQL (``->``) both run; compare it through
+    ``.as_integer()``, ``.as_float()``, ``.as_string()``::
+
+        select(WorkloadRow).where(json_field(WorkloadRow.params, "M").as_integer() == 1024)
+    """
+    return type_coerce(column, JSON)[key]
 
 
 def select_records() -> Select:
@@ -64,16 +76,31 @@ def to_record_row(record: MeasureRecord, run: RunRow) -> RecordRow:
     )
 
 
-def _get_or_create(session: Session, model, identity: dict[str, Any], extra: dict[str, Any]):
-    """The row of ``model`` matching ``identity``, inserted (with ``extra``) if missing.
+#: The INSERT of the dialects that have ``ON CONFLICT DO NOTHING`` (all that is used here).
+_INSERTS: dict[str, Callable] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
-    Another process may insert the same row between our SELECT and INSERT (on servers
-    without SQLite's write lock); the unique constraint then fails inside a savepoint
-    and we read the winner's row.
+
+def _get_or_create(session: Session, model, identity: dict[str, Any], extra: dict[str, Any]):
+    """The row of ``model`` matching ``identity`` (its unique key), inserted (with ``extra``) if missing.
+
+    Never read-then-write: a missing row is added with ``INSERT ... ON CONFLICT DO NOTHING``
+    and then read. When another process adds the same row at the same moment, the insert
+    does nothing (PostgreSQL first waits for that transaction to end) and the read finds
+    the other's row, so concurrent tuners share one workload or target row and none fails.
+    Dialects without that clause insert in a savepoint and read the winner's row on the
+    unique constraint's failure.
     """
     found = session.scalars(select(model).filter_by(**identity)).first()
     if found is not None:
         return found
+    insert = _INSERTS.get(session.get_bind().dialect.name)
+    if insert is None:
+        return _insert_in_savepoint(session, model, identity, extra)
+    session.execute(insert(model.__table__).values(**identity, **extra).on_conflict_do_nothing())
+    return session.scalars(select(model).filter_by(**identity)).one()
+
+
+def _insert_in_savepoint(session: Session, model, identity: dict[str, Any], extra: dict[str, Any]):
     try:
         with session.begin_nested():
             row = model(**identity, **extra)
@@ -87,11 +114,20 @@ def get_or_create_workload(session: Session, key: str, name: str, params: dict) 
     return _get_or_create(session, WorkloadRow, {"key": key}, {"name": name, "params": params})
 
 
-def store_dag(row: WorkloadRow, dag_json: str, dag_hash: str, now) -> None:
+def store_dag(session: Session, row: WorkloadRow, dag_json: str, dag_hash: str, now) -> None:
     """Give a workload row its DAG if it has none; a DAG stored earlier is kept (the one its
-    first records were measured with)."""
-    if row.dag_json is None:
-        row.dag_json, row.dag_hash, row.dag_stored_at = dag_json, dag_hash, now
+    first records were measured with).
+
+    One conditional UPDATE (``WHERE dag_json IS NULL``), not a read then a write: of two
+    processes storing a DAG at once, the first to commit wins and the other changes nothing.
+    ``row``'s DAG fields are reloaded on their next use.
+    """
+    session.execute(
+        update(WorkloadRow).where(WorkloadRow.id == row.id, WorkloadRow.dag_json.is_(None))
+        .values(dag_json=dag_json, dag_hash=dag_hash, dag_stored_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.expire(row, ["dag_json", "dag_hash", "dag_stored_at"])
 
 
 def get_or_create_target(session: Session, target: TargetInfo) -> TargetRow:

@@ -8,8 +8,10 @@ The version lives in ``meta.schema_version``. Opening a database:
                                  (a read-only file of an older version cannot be opened)
     newer or unreadable       -> DatabaseError: an older tool must not misread newer rows
 
-Creation and migration run in a write transaction (``BEGIN IMMEDIATE`` on SQLite) and look
-at the version again inside it, so two processes opening a new file at once create it once.
+Creation and migration run in a write transaction (``BEGIN IMMEDIATE`` on SQLite, an advisory
+lock on PostgreSQL: ``engine.serialize``) and look at the version again inside it, so two
+processes opening a new database at once create it once. PostgreSQL runs the DDL inside that
+transaction too: a process killed half-way leaves no half-made schema.
 """
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ from sqlalchemy import Connection, DateTime, Double, Integer, String, Text, insp
 from sqlalchemy.engine import Engine
 from sqlalchemy.types import TypeEngine
 
+from .engine import SCHEMA_LOCK, serialize
 from .errors import DatabaseError
 from .models import SCHEMA_VERSION, Base, MetaRow
-
 
 
 def _add_columns(conn: Connection, table: str, columns: dict[str, TypeEngine]) -> None:
@@ -53,10 +55,12 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v
 
 
 def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:
+    """Create the tables of a new database, or migrate an older one (see the module docstring)."""
     with reader.connect() as conn:
         if stored_version(conn, where) == SCHEMA_VERSION:
             return
     with writer.begin() as conn:
+        serialize(conn, SCHEMA_LOCK)
         version = stored_version(conn, where)
         if version is None:
             Base.metadata.create_all(conn)

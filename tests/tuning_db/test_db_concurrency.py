@@ -1,4 +1,5 @@
-"""Several processes writing one SQLite file, and a writer killed with SIGKILL."""
+"""Several processes writing one database (a SQLite file, a PostgreSQL database), and a writer
+killed with SIGKILL."""
 from __future__ import annotations
 
 import multiprocessing
@@ -23,8 +24,8 @@ def _spawn(url: str, n_batches: int, batch_size: int) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_two_processes_write_one_file_at_once(tmp_path):
-    url = f"sqlite:///{tmp_path / 'shared.db'}"     # created by whichever child comes first
+def test_two_processes_write_one_database_at_once(db_url):
+    url = db_url                                     # its tables created by whichever child comes first
     writers = [_spawn(url, n_batches=40, batch_size=5) for _ in range(2)]
     for w in writers:
         out, err = w.communicate(timeout=120)
@@ -39,10 +40,9 @@ def test_two_processes_write_one_file_at_once(tmp_path):
         assert len(db.list_workloads()) == 1 and len(db.list_targets()) == 1
 
 
-def test_killed_writer_leaves_every_committed_batch(tmp_path):
-    path = tmp_path / "killed.db"
+def test_killed_writer_leaves_every_committed_batch(db_url):
     batch = 7
-    writer = _spawn(f"sqlite:///{path}", n_batches=1_000_000, batch_size=batch)
+    writer = _spawn(db_url, n_batches=1_000_000, batch_size=batch)
     try:
         assert writer.stdout.readline().startswith("run ")
         reported = 0
@@ -59,14 +59,16 @@ def test_killed_writer_leaves_every_committed_batch(tmp_path):
         writer.stderr.close()
     assert writer.returncode == -signal.SIGKILL
 
-    with Database(path) as db:
+    with Database(db_url) as db:
         (run,) = db.list_runs()
         assert run.status == "running" and run.finished_at is None
         count = len(db.history(run.id))
         assert count >= reported and count % batch == 0
         assert [r.trial for r in db.history(run.id)] == list(range(count))
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        path = db.path
+    if path is not None:
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 def _open_when_released(url: str, barrier) -> str:

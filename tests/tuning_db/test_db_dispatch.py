@@ -16,8 +16,8 @@ KEY = key_of(*MATMUL)
 
 
 @pytest.fixture
-def tuned(tmp_path):
-    with Database(tmp_path / "tuned.db") as db:
+def tuned(db_url):
+    with Database(db_url) as db:
         db.add_records(start(db), [make_record(0, median_s=2e-3), make_record(1, median_s=1e-3)])
         yield db
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 import tuning_db
 from tuning_db import Database, DatabaseError
@@ -62,30 +63,38 @@ def test_plain_paths_and_urls(tmp_path, monkeypatch):
         assert len(db.list_workloads()) == 1
 
 
-def test_sqlite_connections_are_set_up_for_concurrent_writers(db):
-    with db._engine.connect() as conn:
+def test_sqlite_connections_are_set_up_for_concurrent_writers(sqlite_db):
+    with sqlite_db._engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1     # NORMAL
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
-def test_schema_version_is_stored_and_a_newer_one_refused(tmp_path):
-    path = tmp_path / "t.db"
-    Database(path).close()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-            str(tuning_db.SCHEMA_VERSION),)
-        newer = str(tuning_db.SCHEMA_VERSION + 1)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (newer,))
+def _execute(url: str, sql: str) -> list[tuple]:
+    """Run one statement on the database at ``url`` (outside tuning_db), committed; its rows."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(text(sql))
+            return [tuple(row) for row in result] if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def test_schema_version_is_stored_and_a_newer_one_refused(db_url):
+    Database(db_url).close()
+    where = Database(db_url).location
+    assert _execute(db_url, "SELECT value FROM meta WHERE key='schema_version'") == [(str(tuning_db.SCHEMA_VERSION),)]
+    newer = str(tuning_db.SCHEMA_VERSION + 1)
+    _execute(db_url, f"UPDATE meta SET value = '{newer}' WHERE key = 'schema_version'")
     with pytest.raises(DatabaseError) as info:
-        Database(path)
+        Database(db_url)
     message = str(info.value)
-    assert str(path) in message and f"schema version {newer} is newer" in message and "\n" not in message
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = 'banana'")
+    assert message.startswith(where) and f"schema version {newer} is newer" in message and "\n" not in message
+    _execute(db_url, "UPDATE meta SET value = 'banana'")
     with pytest.raises(DatabaseError, match="unknown schema version 'banana'"):
-        Database(path)
+        Database(db_url)
 
 
 def test_reopening_keeps_the_records(tmp_path):

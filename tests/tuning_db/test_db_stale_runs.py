@@ -83,10 +83,10 @@ def test_process_alive_sees_this_process_but_not_a_finished_one_nor_a_reused_pid
 # ---------------------------------------------------------------- the database
 
 
-def test_runs_store_pid_host_and_a_heartbeat_renewed_by_each_batch(tmp_path):
+def test_runs_store_pid_host_and_a_heartbeat_renewed_by_each_batch(db_url):
     now = tuning_db.records.utc_now()
     clock = Clock(now)
-    with tuning_db.Database(tmp_path / "t.db", clock=clock) as db:
+    with tuning_db.Database(db_url, clock=clock) as db:
         run = start(db)
         info = db.get_run(run)
         assert (info.pid, info.host, info.started_at, info.heartbeat_at) == (os.getpid(), this_host(), now, now)
@@ -99,9 +99,9 @@ def test_runs_store_pid_host_and_a_heartbeat_renewed_by_each_batch(tmp_path):
         assert db.get_run(run).heartbeat_at == now + timedelta(minutes=9)
 
 
-def test_take_over_closes_stale_runs_of_the_task_only(tmp_path):
+def test_take_over_closes_stale_runs_of_the_task_only(db_url):
     clock = Clock()
-    with tuning_db.Database(tmp_path / "t.db", clock=clock) as db:
+    with tuning_db.Database(db_url, clock=clock) as db:
         killed, live, finished = start(db), start(db, seed=1), start(db, seed=2)
         db.finish_run(finished)
         other = start(db, workload=("matmul", {"M": 8, "N": 8, "K": 8, "dtype": "float32"}))
@@ -120,12 +120,11 @@ def test_take_over_closes_stale_runs_of_the_task_only(tmp_path):
         assert db.take_over_stale_runs(KEY, CPU, host="another-host", alive=alive) == []
 
 
-def test_list_runs_filters_by_target():
-    with tuning_db.Database("sqlite://") as db:
-        cpu_run = start(db)
-        gpu_run = start(db, target=tuning_db.TargetInfo("cuda", "NVIDIA H100"))
-        assert [r.id for r in db.list_runs(KEY, "cuda")] == [gpu_run]
-        assert [r.id for r in db.list_runs(KEY, CPU)] == [cpu_run]
+def test_list_runs_filters_by_target(db):
+    cpu_run = start(db)
+    gpu_run = start(db, target=tuning_db.TargetInfo("cuda", "NVIDIA H100"))
+    assert [r.id for r in db.list_runs(KEY, "cuda")] == [gpu_run]
+    assert [r.id for r in db.list_runs(KEY, CPU)] == [cpu_run]
 
 
 def test_a_resumed_runs_best_so_far_starts_from_the_best_stored_before(db):

@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 import tuning_db
 from tdb_helpers import CPU, MATMUL, key_of, make_record, start
@@ -42,8 +43,8 @@ def test_a_run_stores_its_workloads_dag_once(db):
     assert db.workload_dag(key) == DAG
     _start_with_dag(db, dag='{"format":1,"name":"other"}', dag_hash="fedcba9876543210")
     assert db.workload_dag(key) == DAG  # the first DAG stays: the one its first records were measured with
-    with sqlite3.connect(db.path) as con:
-        rows = con.execute("SELECT key, dag_json, dag_hash, dag_stored_at FROM workloads").fetchall()
+    with db._engine.connect() as con:
+        rows = con.execute(text("SELECT key, dag_json, dag_hash, dag_stored_at FROM workloads")).all()
     assert len(rows) == 1 and rows[0][:3] == (key, DAG, DAG_HASH) and rows[0][3] is not None
 
 
