@@ -40,3 +40,16 @@ def make_record(trial: int, status: str = "ok", *, median_s: float | None = None
 def start(db, target: TargetInfo = CPU, workload=MATMUL, tuner: str = "xgb", seed: int = 0) -> int:
     name, params = workload
     return db.start_run(key_of(name, params), name, params, target, tuner, seed, 100, "0.1.0")
+
+
+def open_when_released(url: str, barrier) -> str:
+    """In a child process: wait at ``barrier``, open (and create) the database at ``url``;
+    "ok" or the error's message, for the parent to assert on."""
+    from tuning_db import Database
+
+    barrier.wait()
+    try:
+        Database(url).close()
+        return "ok"
+    except Exception as exc:  # reported back to the parent, which asserts on it
+        return str(exc)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tuning_db import Database
-from tdb_helpers import MATMUL, key_of
+from tdb_helpers import MATMUL, key_of, open_when_released
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -71,15 +71,6 @@ def test_killed_writer_leaves_every_committed_batch(db_url):
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
-def _open_when_released(url: str, barrier) -> str:
-    barrier.wait()
-    try:
-        Database(url).close()
-        return "ok"
-    except Exception as exc:  # reported back to the parent, which asserts on it
-        return str(exc)
-
-
 def test_processes_opening_a_new_file_at_the_same_instant_all_succeed(tmp_path):
     # Switching a new file to WAL is not covered by busy_timeout: SQLite refuses at once
     # while another process switches it. Without the retry about one round in fifteen failed.
@@ -89,7 +80,7 @@ def test_processes_opening_a_new_file_at_the_same_instant_all_succeed(tmp_path):
         for round_ in range(n_rounds):
             barrier = manager.Barrier(n_processes)
             url = f"sqlite:///{tmp_path / f'fresh{round_}.db'}"
-            outcomes = pool.starmap(_open_when_released, [(url, barrier)] * n_processes)
+            outcomes = pool.starmap(open_when_released, [(url, barrier)] * n_processes)
             assert outcomes == ["ok"] * n_processes, f"round {round_}: {outcomes}"
             with Database(url) as db:
                 assert db.list_runs() == []

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, make_url, select, text
 import tuning_db
 from tuning_db import Database, DatabaseError, NoDatabaseError
 from tuning_db.models import RecordRow, WorkloadRow
-from tdb_helpers import CPU, MATMUL, key_of, make_record, start
+from tdb_helpers import CPU, MATMUL, key_of, make_record, open_when_released, start
 from tdb_postgres import PASSWORD
 
 HERE = Path(__file__).resolve().parent
@@ -129,15 +129,6 @@ def test_two_autotune_runs_share_one_database(postgres_url, tmp_path):
 # ---------------------------------------------------------------- creating the schema at once
 
 
-def _open_when_released(url: str, barrier) -> str:
-    barrier.wait()
-    try:
-        Database(url).close()
-        return "ok"
-    except Exception as exc:  # reported back to the parent, which asserts on it
-        return str(exc)
-
-
 def test_processes_creating_the_schema_at_the_same_instant_all_succeed(postgres_server):
     context = multiprocessing.get_context("fork")
     n_processes, n_rounds = 4, 3
@@ -146,7 +137,7 @@ def test_processes_creating_the_schema_at_the_same_instant_all_succeed(postgres_
             name = f"fresh_schema_{round_}"
             url = postgres_server.create_database(name)
             barrier = manager.Barrier(n_processes)
-            outcomes = pool.starmap(_open_when_released, [(url, barrier)] * n_processes)
+            outcomes = pool.starmap(open_when_released, [(url, barrier)] * n_processes)
             assert outcomes == ["ok"] * n_processes, f"round {round_}: {outcomes}"
             assert _count(url, "SELECT count(*) FROM meta") == 1
             postgres_server.drop_database(name)
