@@ -66,6 +66,11 @@ def library_workloads() -> list[str]:
     return sorted(n for n, fn in _REGISTRY.items() if fn.__module__.startswith(__package__ + ".ops"))
 
 
+def registered_name(fn: Callable) -> str | None:
+    """The name ``fn`` is registered under with ``register_workload``, if it is."""
+    return next((name for name, f in _REGISTRY.items() if f is fn), None)
+
+
 def get_workload_function(name: str) -> Callable[..., list[Tensor]]:
     _ensure_library_loaded()
     try:

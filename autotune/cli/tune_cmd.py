@@ -406,15 +406,10 @@ def load_workload_function(spec: str) -> tuple[Callable, str]:
     return fn, path_text
 
 
-def registered_name(fn: Callable) -> str | None:
-    """The name ``fn`` is registered under with ``te.register_workload``, if it is."""
-    return next((name for name, f in te.workload._REGISTRY.items() if f is fn), None)
-
-
 def task_from_function(fn: Callable, params: dict, target: str, where: str) -> Task:
     """The task of workload function ``fn`` called with ``params``: a registered one by its
     name (defaults filled in, its usual key), a plain one from the tensors it returns."""
-    name = registered_name(fn)
+    name = te.workload.registered_name(fn)
     if name is not None:
         return Task(name, params, target)
     try:

@@ -3,7 +3,10 @@ imported by the tests of this directory without clashing with other test directo
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from tuning_db import MeasureRecord, TargetInfo
 
@@ -53,3 +56,10 @@ def open_when_released(url: str, barrier) -> str:
         return "ok"
     except Exception as exc:  # reported back to the parent, which asserts on it
         return str(exc)
+
+
+def database_from_dump(dump: Path, path: Path) -> Path:
+    """A SQLite file at ``path`` made from the SQL ``dump`` of a file an older version wrote."""
+    with closing(sqlite3.connect(path)) as con, con:
+        con.executescript(dump.read_text())
+    return path

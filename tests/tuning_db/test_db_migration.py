@@ -14,6 +14,7 @@ import pytest
 
 import tuning_db
 from tuning_db.schema import MIGRATIONS
+from tdb_helpers import database_from_dump
 
 FIXTURE = Path(__file__).parent / "data" / "schema_v1.sql"
 KEY = 'matmul{"K":16,"M":16,"N":16,"dtype":"float32","out_dtype":null,"transpose_a":false,"transpose_b":false}'
@@ -24,11 +25,7 @@ STARTED = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture
 def v1_file(tmp_path) -> Path:
-    path = tmp_path / "old.db"
-    with sqlite3.connect(path) as con:
-        con.executescript(FIXTURE.read_text())
-    con.close()
-    return path
+    return database_from_dump(FIXTURE, tmp_path / "old.db")
 
 
 def _version(path: Path) -> str:

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 import tuning_db
-from tdb_helpers import CPU, MATMUL, key_of, make_record, start
+from tdb_helpers import CPU, MATMUL, database_from_dump, key_of, make_record, start
 
 FIXTURE = Path(__file__).parent / "data" / "schema_v2.sql"
 DAG = '{"format":1,"name":"matmul"}'     # the database stores the text as given
@@ -23,11 +23,7 @@ DAG_HASH = "0123456789abcdef"
 
 @pytest.fixture
 def v2_file(tmp_path) -> Path:
-    path = tmp_path / "old.db"
-    with sqlite3.connect(path) as con:
-        con.executescript(FIXTURE.read_text())
-    con.close()
-    return path
+    return database_from_dump(FIXTURE, tmp_path / "old.db")
 
 
 def _start_with_dag(db, dag=DAG, dag_hash=DAG_HASH) -> int:
