@@ -27,6 +27,7 @@ import os
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
 from backends.errors import BuildLimitError
@@ -89,19 +90,28 @@ class LocalBuilder(Builder):
             jobs[key] = (backend, source)
             pending.setdefault(key, []).append(n)
             codegen_s[n] = time.perf_counter() - t0  # added to the compile time below
+        for key, compiled in self.compile_all(jobs).items():
+            for n in pending[key]:
+                results[n] = replace(compiled, build_s=codegen_s[n] + compiled.build_s)
+        return results  # type: ignore[return-value]
+
+    def compile_all(self, jobs: dict[str, tuple]) -> dict[str, BuildResult]:
+        """Compile each distinct source (``{key: (backend, source)}``): ``{key: BuildResult}``
+        whose ``build_s`` is the compile time alone. Here: a thread per worker slot, each
+        running the compiler as a child process (``autotune.cluster`` compiles on other machines)."""
+        done: dict[str, BuildResult] = {}
         with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
-            futures = {key: pool.submit(self._compile, *jobs[key]) for key in pending}
+            futures = {key: pool.submit(self._compile, *job) for key, job in jobs.items()}
             try:
                 for key, future in futures.items():
                     status, artifact, error, seconds = future.result()
-                    for n in pending[key]:
-                        results[n] = BuildResult(status, artifact, key, error, build_s=codegen_s[n] + seconds)
+                    done[key] = BuildResult(status, artifact, key, error, build_s=seconds)
             except BaseException:  # interrupted: the pool must not wait for the compiles in flight
                 for future in futures.values():
                     future.cancel()
                 kill_running_groups()
                 raise
-        return results  # type: ignore[return-value]
+        return done
 
     def source(self, inp: MeasureInput) -> str:
         """The source of one candidate in its target's language (lowering checks the config

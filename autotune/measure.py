@@ -14,6 +14,8 @@ the database stores the same words):
     wrong_answer   it ran but its outputs differ from the reference
     timeout        building or running took longer than allowed
     invalid        the config breaks a resource limit of the space (never built)
+    worker_lost    the machine building or measuring it went away, and again on the
+                   one retry elsewhere (a cluster, ``autotune.cluster``)
 
 Failures are data: they are stored and scored as infinitely slow, never fatal.
 """
@@ -45,6 +47,9 @@ class BuildResult:
     source_hash: str | None = None
     error: str | None = None
     build_s: float = 0.0
+    #: The compiled kernel's bytes, or a handle to them (a Ray object reference), for a
+    #: runner on another machine than the one that built it; None for local builds.
+    blob: object = None
 
     def __post_init__(self):
         self.status = Status(self.status)
@@ -65,6 +70,9 @@ class MeasureResult:
     run_s: float = 0.0
     timestamp: float = field(default_factory=time.time)
     rounds: int = 1
+    #: The ``tuning_db.TargetInfo`` of the machine that measured it, when a runner measures
+    #: on other machines (a cluster); None: this machine, the run's target.
+    where: object = None
 
     def __post_init__(self):
         self.status = Status(self.status)

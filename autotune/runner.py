@@ -231,14 +231,14 @@ def measure_in_rounds(count: int, measure, options: TimingOptions,
         for i in indices:
             first = results[i]
             if first.ok and first.cost <= options.recheck_within * best_cost:
-                results[i] = _keep_faster_round(first, measure(i, best_cost))
+                results[i] = keep_faster_round(first, measure(i, best_cost))
     return results
 
 
-def _keep_faster_round(kept: MeasureResult, again: MeasureResult) -> MeasureResult:
+def keep_faster_round(kept: MeasureResult, again: MeasureResult) -> MeasureResult:
     """Merge a later round into a candidate's result: the faster round's repeats, both
     rounds' run time; a failure in the later round replaces the result."""
-    merged = dict(build_s=kept.build_s, run_s=kept.run_s + again.run_s, timestamp=kept.timestamp,
+    merged = dict(build_s=kept.build_s, run_s=kept.run_s + again.run_s, timestamp=kept.timestamp, where=kept.where,
                   rounds=kept.rounds + 1)
     if not again.ok:
         return MeasureResult(again.status, error=f"in a later measuring round (an earlier one succeeded): "

@@ -14,6 +14,9 @@ batch after batch) and the callbacks that join it to storage:
                        it continues and the best stored before it; the workload's DAG, stored
                        once per workload), then every batch in one
                        transaction as it arrives, which renews the run's heartbeat
+    ShareMeasured      share=True: configs other runs measured on the same device (before,
+                       or meanwhile in other processes) go to the tuner instead of being
+                       measured again
     ProgressCallback   each of ``callbacks`` gets a ``Progress`` after every batch
 
 A killed run loses at most the batch in flight.
@@ -41,8 +44,8 @@ from .tuners import Tuner, make_tuner
 #: The version stamped on every run and record this process writes.
 TOOL_VERSION = default_tool_version()
 
-__all__ = ["DatabaseRecorder", "Progress", "ReplayStored", "TOOL_VERSION", "TransferWarmStart", "Trial",
-           "TuneResult", "default_measurers", "tune"]
+__all__ = ["DatabaseRecorder", "Progress", "ReplayStored", "ShareMeasured", "TOOL_VERSION", "TransferWarmStart",
+           "Trial", "TuneResult", "default_measurers", "tune"]
 
 
 def default_measurers(task: Task, *, timeout: float = 10.0, timing: TimingOptions | None = None, seed: int = 0):
@@ -68,6 +71,8 @@ def tune(
     transfer: bool = False,
     transfer_limit: int = 1000,
     timing: TimingOptions | None = None,
+    executor=None,
+    share: bool = True,
 ) -> TuneResult:
     """Tune ``task`` for ``trials`` measurements and return the history and the best config.
 
@@ -86,12 +91,25 @@ def tune(
 
     Without a ``runner``, a task whose arrays cannot fit in the available memory is
     refused with ``TaskTooLarge`` before anything is allocated (``Task.check_fits_memory``).
+
+    ``share`` (with a ``db``): configs other runs measured on the same device (earlier,
+    or by other processes during this run) are not measured again; the tuner learns
+    from them instead (``ShareMeasured``). ``share=False`` measures from scratch.
+
+    ``executor`` (e.g. ``autotune.cluster.RayExecutor``) builds and measures elsewhere:
+    its ``measurers`` replace the local builder and runner, and its ``describe`` is the
+    target stored with the run (each record keeps the host that measured it). The
+    caller closes it; one executor serves many runs.
     """
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     t_start = time.perf_counter()
     own_runner = runner is None
-    if own_runner:
+    if executor is not None:
+        if builder is not None or runner is not None:
+            raise ValueError("pass an executor, or a builder and a runner, not both")
+        builder, runner = executor.measurers(task, timeout=timeout, timing=timing, seed=seed)
+    elif own_runner:
         task.check_fits_memory()  # TaskTooLarge now, rather than a failure inside the measuring process
     if builder is None or runner is None:
         default_builder, default_runner = default_measurers(task, timeout=timeout, timing=timing, seed=seed)
@@ -99,7 +117,7 @@ def tune(
     features = FeatureCache(workers=builder.n_workers)
     search = make_tuner(tuner, task.space, seed=seed, feature_fn=lambda c: features.get(task, c),
                         features_many=lambda cs: features.get_many(task, cs))
-    target = targets.describe(task.target)
+    target = targets.describe(task.target) if executor is None else executor.describe(task.target)
     steps: list[TuningCallback] = []
     if db is not None:
         if transfer:
@@ -107,6 +125,8 @@ def tune(
         if resume:
             steps.append(ReplayStored(db, target))
         steps.append(DatabaseRecorder(db, target, tuner, seed))
+        if share:
+            steps.append(ShareMeasured(db, target, replayed=resume))
     steps += [cb if isinstance(cb, TuningCallback) else ProgressCallback(cb) for cb in callbacks]
     loop = TuningLoop(task, search, builder, runner, trials=trials, batch_size=batch_size,
                       early_stopping=early_stopping, callbacks=steps, features=features)
@@ -169,6 +189,52 @@ class ReplayStored(TuningCallback):
         _replay_stored(self.db, task, self.target, loop.tuner, loop.result)
 
 
+class ShareMeasured(TuningCallback):
+    """What the database holds for the task on the same device, measured by other runs,
+    is known to the tuner (never proposed again, learnt from by the model) without being
+    measured or counted as this run's trials: first what was stored before the run, then
+    after every batch what other processes tuning the task at the same time stored.
+
+    "The same device": the run's kind, device, compiler and flags
+    (``TargetInfo.same_device``; the host may differ, as on a cluster). With ``resume``
+    the stored records are already in the history (``ReplayStored``): only the others'
+    later ones are added.
+    """
+
+    def __init__(self, db, target, replayed: bool):
+        self.db, self.target, self.replayed = db, target, replayed
+        self.last_id: int | None = None
+        self.shared = 0  # records of other runs handed to the tuner
+
+    def on_start(self, loop: TuningLoop) -> None:
+        self._share(loop, skip=self.replayed)
+
+    def on_batch(self, loop: TuningLoop, trials: list[Trial]) -> None:
+        self._share(loop, skip=False)
+
+    def _share(self, loop: TuningLoop, skip: bool) -> None:
+        task, run_id = loop.task, loop.result.run_id
+        records = self.db.records_for_task(task.key, self.target, after_id=self.last_id)
+        if records:
+            self.last_id = records[-1].id
+        if skip:
+            return
+        configs, measured = [], []
+        for rec in records:
+            if rec.run_id == run_id or not rec.target.same_device(self.target):
+                continue
+            try:
+                config = Config.from_json(rec.config)
+                task.space.knobs.check(config)
+            except ValueError:
+                continue  # a record from another version of the space
+            configs.append(config)
+            measured.append(MeasureResult.from_record(rec))
+        if configs:
+            loop.tuner.update(configs, measured)
+            self.shared += len(configs)
+
+
 class TransferWarmStart(TuningCallback):
     """``transfer``: a tuner that accepts a warm start learns from other shapes of the op first."""
 
@@ -186,7 +252,7 @@ def _record(task: Task, target, trial: Trial):
 
     r = trial.result
     return MeasureRecord(
-        workload_key=task.key, workload_name=task.workload_name, params=task.params, target=target,
+        workload_key=task.key, workload_name=task.workload_name, params=task.params, target=r.where or target,
         config=trial.config.to_dict(), config_hash=trial.config.hash, status=r.status, costs=list(r.costs),
         median_s=r.median_s, spread=r.spread, gflops=r.gflops(task.flops), build_s=r.build_s, run_s=r.run_s,
         error=r.error, trial=trial.index, tool_version=TOOL_VERSION,

@@ -185,19 +185,24 @@ class Database:
 
     def add_records(self, run_id: int, records: list[MeasureRecord]) -> list[int]:
         """Store one batch of a run's records in one transaction (and renew the run's
-        heartbeat); returns their ids. Each record's workload and target must be the run's.
+        heartbeat); returns their ids. Each record's workload must be the run's, and its
+        target the run's device (``TargetInfo.same_device``): a run on a cluster stores each
+        record with the host that measured it.
         """
         with self._writing() as s:
             run = self._run_row(s, run_id)
             wl = s.get(WorkloadRow, run.workload_id)
             tg = rows.to_target(s.get(TargetRow, run.target_id))
+            target_ids = {tg: run.target_id}
             for r in records:
-                if r.workload_key != wl.key or r.target != tg:
+                if r.workload_key != wl.key or not r.target.same_device(tg):
                     raise ValueError(
                         f"record (trial {r.trial}) is for {r.workload_key} on {r.target.describe()}, "
                         f"but run {run_id} tunes {wl.key} on {tg.describe()}"
                     )
-            new_rows = [rows.to_record_row(r, run) for r in records]
+                if r.target not in target_ids:
+                    target_ids[r.target] = rows.get_or_create_target(s, r.target).id
+            new_rows = [rows.to_record_row(r, run, target_ids[r.target]) for r in records]
             run.heartbeat_at = self.clock()
             s.add_all(new_rows)
             s.flush()
@@ -363,11 +368,14 @@ class Database:
 
     # ------------------------------------------------------------------ for the tuner
 
-    def records_for_task(self, workload_key: str, target: TargetFilter) -> list[MeasureRecord]:
-        """Every record (failures included) of a workload on a target, oldest first."""
-        query = (rows.select_records()
-                 .where(WorkloadRow.key == workload_key, *rows.target_conditions(target))
-                 .order_by(RecordRow.id))
+    def records_for_task(self, workload_key: str, target: TargetFilter,
+                         after_id: int | None = None) -> list[MeasureRecord]:
+        """Every record (failures included) of a workload on a target, oldest first; with
+        ``after_id``, only those stored after that record (what others added since)."""
+        conditions = [WorkloadRow.key == workload_key, *rows.target_conditions(target)]
+        if after_id is not None:
+            conditions.append(RecordRow.id > after_id)
+        query = rows.select_records().where(*conditions).order_by(RecordRow.id)
         with self._reading() as s:
             return [rows.to_record(*row) for row in s.execute(query)]
 

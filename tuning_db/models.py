@@ -32,7 +32,8 @@ from .records import RUN_STATUSES, STATUSES, canonical_json
 #   1  the first layout
 #   2  tuning_runs: pid, host, heartbeat_at (stale-run detection), resumed_from, baseline_gflops
 #   3  workloads: dag_json, dag_hash, dag_stored_at (the workload's DAG, so any process can rebuild it)
-SCHEMA_VERSION = 3
+#   4  records: the status "worker_lost" (a build or measurement whose machine went away)
+SCHEMA_VERSION = 4
 
 
 class JSONText(TypeDecorator):

@@ -38,6 +38,8 @@ class Status(str, Enum):
     WRONG_ANSWER = "wrong_answer"    # it ran but its outputs differ from the reference
     TIMEOUT = "timeout"              # building or running took longer than allowed
     INVALID = "invalid"              # the config breaks a resource limit (never built, or refused)
+    WORKER_LOST = "worker_lost"      # the machine building or measuring it went away (twice: it is
+                                     # retried once elsewhere first); says nothing about the config
 
     __str__ = str.__str__
     __format__ = str.__format__
@@ -158,6 +160,12 @@ class TargetInfo:
     def describe(self) -> str:
         """Short human form: ``cuda (NVIDIA H100)`` or ``cpu``."""
         return f"{self.kind} ({self.device})" if self.device else self.kind
+
+    def same_device(self, other: "TargetInfo") -> bool:
+        """Whether ``other`` is the same kind of device built the same way, maybe on another
+        host: records of the two are timings of one population (a run on a cluster)."""
+        return (self.kind, self.device, self.compiler, self.flags) == (other.kind, other.device, other.compiler,
+                                                                       other.flags)
 
     def to_dict(self) -> dict[str, str]:
         return {"kind": self.kind, "device": self.device, "compiler": self.compiler,

@@ -66,9 +66,11 @@ def to_record(rec: RecordRow, wl: WorkloadRow, tg: TargetRow) -> MeasureRecord:
     )
 
 
-def to_record_row(record: MeasureRecord, run: RunRow) -> RecordRow:
+def to_record_row(record: MeasureRecord, run: RunRow, target_id: int | None = None) -> RecordRow:
+    """The row of ``record`` of ``run``, on the run's target unless ``target_id`` is given."""
     return RecordRow(
-        run_id=run.id, workload_id=run.workload_id, target_id=run.target_id, trial=record.trial,
+        run_id=run.id, workload_id=run.workload_id, target_id=run.target_id if target_id is None else target_id,
+        trial=record.trial,
         config=record.config, config_hash=record.config_hash, status=record.status.value,
         costs=record.costs, median_s=record.median_s, spread=record.spread, gflops=record.gflops,
         build_s=record.build_s, run_s=record.run_s, error=record.error,

@@ -15,6 +15,7 @@ transaction too: a process killed half-way leaves no half-made schema.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from sqlalchemy import Connection, DateTime, Double, Integer, String, Text, inspect, select, text
@@ -50,8 +51,47 @@ def _v2_to_v3(conn: Connection) -> None:
     _add_columns(conn, "workloads", {"dag_json": Text(), "dag_hash": String(16), "dag_stored_at": DateTime()})
 
 
+#: The records' status check of versions 1-3, and from version 4 (spelled here, not read
+#: from ``records.STATUSES``, so the migration keeps doing the same thing later).
+_V3_RECORD_STATUSES = ("ok", "compile_error", "runtime_error", "wrong_answer", "timeout", "invalid")
+_V4_RECORD_STATUSES = _V3_RECORD_STATUSES + ("worker_lost",)
+
+
+def _v3_to_v4(conn: Connection) -> None:
+    """Records may have the status ``worker_lost``: the status check of ``records`` is widened."""
+    check = "status IN (" + ", ".join(f"'{s}'" for s in _V4_RECORD_STATUSES) + ")"
+    if conn.dialect.name == "sqlite":
+        _replace_sqlite_check(conn, "records", "ck_records_status", check)
+    else:
+        conn.execute(text("ALTER TABLE records DROP CONSTRAINT ck_records_status"))
+        conn.execute(text(f"ALTER TABLE records ADD CONSTRAINT ck_records_status CHECK ({check})"))
+
+
+def _replace_sqlite_check(conn: Connection, table: str, name: str, check: str) -> None:
+    """Give ``table``'s CHECK constraint ``name`` the condition ``check``, in place.
+
+    SQLite has no ALTER TABLE for constraints; its documented way of loosening a CHECK
+    (which changes nothing stored, unlike rebuilding the table) edits the table's SQL in
+    ``sqlite_master`` with ``writable_schema`` and bumps ``schema_version`` so that every
+    connection re-reads it. Only loosening is safe this way: existing rows are not checked.
+    """
+    sql = conn.execute(text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :t"), {"t": table}).scalar()
+    pattern = re.compile(rf"CONSTRAINT {name} CHECK \((?:[^()]|\([^()]*\))*\)")
+    if sql is None or len(pattern.findall(sql)) != 1:
+        raise DatabaseError(f"cannot migrate table {table}: its constraint {name} is not where it should be")
+    new_sql = pattern.sub(lambda _: f"CONSTRAINT {name} CHECK ({check})", sql)
+    version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+    conn.exec_driver_sql("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(text("UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :t"),
+                     {"sql": new_sql, "t": table})
+        conn.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+
+
 # MIGRATIONS[v] upgrades a version-v database to version v+1.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:

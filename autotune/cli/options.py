@@ -245,6 +245,12 @@ def tuning_options(fn: Callable) -> Callable:
                           "quiet, dedicated machine."),
         click.option("--resume", is_flag=True,
                      help="Continue from the records stored for this workload and target."),
+        click.option("--share/--no-share", default=True, show_default=True,
+                     help="Skip configs other runs measured on this device (stored before, or by other "
+                          "processes meanwhile); the tuner learns from them instead."),
+        click.option("--cluster", metavar="ADDRESS", default=None,
+                     help="Build and measure on a Ray cluster: auto (the one this machine joined), "
+                          "HOST:PORT of its head, or ray://HOST:PORT. Needs the distributed extra."),
         click.option("--early-stopping", type=POSITIVE_INT, default=None, metavar="N",
                      help="Stop after N trials without improvement."),
         click.option("--batch-size", type=POSITIVE_INT, default=64, show_default=True,

@@ -279,17 +279,51 @@ def run_tuning(op: str, params: dict, **options) -> None:
 
 def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,
               seed: int, timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
-              transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False) -> None:
+              transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False, share: bool = True,
+              cluster: str | None = None) -> None:
     """One tuning session of the task ``make_task(target spec)`` with the tuning options."""
+    if cluster is not None and not print_passes:
+        with _connect_cluster(cluster, target) as executor:
+            anchor_note = "no anchor: the cluster's nodes measure, not this machine (bench/distributed.py compares)"
+            _tune_task(make_task, executor=executor, trials=trials, target=str(executor.target()), tuner=tuner,
+                       db_url=db_url, seed=seed, timeout=timeout, rounds=rounds, resume=resume,
+                       early_stopping=early_stopping, batch_size=batch_size, transfer=transfer,
+                       anchor=anchor_note if anchor else False, progress=progress, share=share)
+        return
+    _tune_task(make_task, trials=trials, target=target, tuner=tuner, db_url=db_url, seed=seed, timeout=timeout,
+               rounds=rounds, resume=resume, early_stopping=early_stopping, batch_size=batch_size, transfer=transfer,
+               anchor=anchor, progress=progress, print_passes=print_passes, share=share)
+
+
+def _connect_cluster(address: str, target: str):
+    """The RayExecutor of ``--cluster`` (a ClickException with the reason when it cannot)."""
+    from ..cluster import ClusterError, RayExecutor
+
+    kind = "cpu" if target == targets.AUTO else target
+    try:
+        return RayExecutor(address, spec=kind)
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,
+               seed: int, timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
+               transfer: bool, anchor: bool | str, progress: bool | None, print_passes: bool = False,
+               share: bool = True, executor=None) -> None:
+    """``tune_task`` here (``executor`` None) or on a cluster; ``anchor`` may be the reason
+    there is none."""
     from ..runner import TimingOptions
 
     chosen, note = targets.resolve(target)  # "auto": the best kind measurable here
-    task = make_task(chosen)
+    task = make_task(executor.target() if executor is not None else chosen)
     op = task.workload_name
     if print_passes:
         print_lowering_passes(task, db_url)
         return
-    task.check_fits_memory()  # before the database is opened or any array made
+    if executor is None:
+        task.check_fits_memory()  # before the database is opened or any array made
+    reason_for_no_anchor = anchor if isinstance(anchor, str) else "no anchor: --no-anchor"
+    anchor = anchor is True
     wants_clean_blas = targets.parts_for(task.target).anchor.wants_clean_blas(task)
     if anchor and wants_clean_blas and anchors.blas_overrides_set():
         names = " and ".join(anchors.blas_overrides_set())
@@ -297,7 +331,7 @@ def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tun
         anchors.reexec_without_blas_overrides()
     timing = TimingOptions(rounds=rounds)
     with opt.open_db(db_url) as db:
-        before = measure_anchor(task, timing) if anchor else "no anchor: --no-anchor"
+        before = measure_anchor(task, timing) if anchor else reason_for_no_anchor
         from ..tuning import tune  # after the cheap checks: the tuners import XGBoost, which takes seconds
 
         bar = ProgressBar(trials, progress, op)
@@ -305,7 +339,7 @@ def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tun
             with _sigterm_as_interrupt():
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
                               batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
-                              transfer=transfer, timing=timing)
+                              transfer=transfer, timing=timing, share=share, executor=executor)
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "
@@ -316,7 +350,8 @@ def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tun
                               else before)
         if found.get("warning"):
             click.echo(f"warning: {found['warning']}", err=True)
-        print_summary(task, targets.describe(task.target), result, db, found, picked=note)
+        where = targets.describe(task.target) if executor is None else executor.describe(task.target)
+        print_summary(task, where, result, db, found, picked=note)
         if result.best is None:
             raise click.ClickException("no trial succeeded; `autotune log errors` shows why")
 

@@ -15,7 +15,7 @@ import pytest
 from autotune import Task, tune
 from autotune.builder import LocalBuilder
 from autotune.measure import MeasureInput, MeasureResult, Status
-from autotune.runner import LocalRunner, TimingOptions, _keep_faster_round, measure_in_rounds
+from autotune.runner import LocalRunner, TimingOptions, keep_faster_round, measure_in_rounds
 from tuning_db import Database
 
 SIGNATURE = "void kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C)"
@@ -162,11 +162,11 @@ def test_a_sleeping_kernel_is_timed_through_the_real_runner(task):
 
 def test_a_later_round_keeps_the_faster_and_a_later_failure_wins():
     first = MeasureResult(Status.OK, costs=[2.0, 2.1, 2.2], run_s=1.0)
-    faster = _keep_faster_round(first, MeasureResult(Status.OK, costs=[1.0, 1.1, 1.2], run_s=1.0))
+    faster = keep_faster_round(first, MeasureResult(Status.OK, costs=[1.0, 1.1, 1.2], run_s=1.0))
     assert faster.costs == [1.0, 1.1, 1.2] and faster.rounds == 2 and faster.run_s == 2.0
-    slower = _keep_faster_round(faster, MeasureResult(Status.OK, costs=[3.0, 3.0, 3.0], run_s=1.0))
+    slower = keep_faster_round(faster, MeasureResult(Status.OK, costs=[3.0, 3.0, 3.0], run_s=1.0))
     assert slower.costs == [1.0, 1.1, 1.2] and slower.rounds == 3
-    failed = _keep_faster_round(slower, MeasureResult(Status.WRONG_ANSWER, error="C differs", run_s=0.5))
+    failed = keep_faster_round(slower, MeasureResult(Status.WRONG_ANSWER, error="C differs", run_s=0.5))
     assert failed.status == Status.WRONG_ANSWER and failed.cost == float("inf")
     assert "later measuring round" in failed.error and "C differs" in failed.error
 

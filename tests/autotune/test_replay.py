@@ -58,9 +58,10 @@ def task():
 
 
 def record_run(db, task, tuner: str, seed: int, trials: int, batch_size: int = 8) -> list[str]:
-    """Tune with made-up measurements into ``db``; the run's configs in trial order, as read back."""
+    """Tune with made-up measurements into ``db``; the run's configs in trial order, as read back.
+    Each run starts from scratch (``share=False``), as a replay does, not from the runs before it."""
     result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, batch_size=batch_size,
-                  builder=PricingBuilder(), runner=PricingRunner())
+                  builder=PricingBuilder(), runner=PricingRunner(), share=False)
     return [Config.from_json(r.config).to_json() for r in db.history(result.run_id)]
 
 

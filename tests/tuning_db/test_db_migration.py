@@ -7,6 +7,7 @@ of three records and a run killed after one record, on host "oldhost").
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def _version(path: Path) -> str:
 
 def test_the_fixture_is_version_1_and_every_later_version_has_a_migration(v1_file):
     assert _version(v1_file) == "1"
-    assert tuning_db.SCHEMA_VERSION == 3 and set(MIGRATIONS) == {1, 2}
+    assert tuning_db.SCHEMA_VERSION == 4 and set(MIGRATIONS) == {1, 2, 3}
 
 
 def test_a_version_1_file_opens_with_its_runs_and_records(v1_file):
@@ -63,6 +64,17 @@ def test_an_old_killed_run_ages_from_its_start_and_can_be_taken_over(v1_file):
         new = db.start_run(KEY, "matmul", PARAMS, target, "xgb", 0, 10, resumed_from=2, baseline_gflops=8.192)
         assert [r.status for r in db.list_runs()] == ["finished", "interrupted", "running"]
         assert db.get_run(new).resumed_from == 2
+
+
+def test_a_migrated_file_takes_worker_lost_records_and_still_refuses_unknown_statuses(v1_file):
+    with tuning_db.Database(v1_file) as db:
+        (record_id,) = db.add_records(1, [replace(db.history(1)[0], trial=3, status="worker_lost",
+                                                  costs=[], median_s=None, spread=None, gflops=None)])
+        assert db.get_record(record_id).status == "worker_lost"
+    with sqlite3.connect(v1_file) as con:
+        assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        with pytest.raises(sqlite3.IntegrityError, match="ck_records_status"):
+            con.execute("UPDATE records SET status = 'lost' WHERE id = ?", (record_id,))
 
 
 def test_a_migrated_file_is_not_migrated_again(v1_file):

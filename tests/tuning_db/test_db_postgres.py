@@ -1,6 +1,6 @@
 """Sharing one PostgreSQL database between tuning processes: no record lost or doubled, no
 shared row (workload, target) duplicated, every race between a read and a write closed, and
-``autotune log`` reading it all back. A real server (tdb_postgres.py), no mocks.
+``autotune log`` reading it all back. A real server (tests/pg_server.py), no mocks.
 
 The other tests of this directory that take ``db`` or ``db_url`` run on PostgreSQL too.
 """
@@ -22,7 +22,7 @@ import tuning_db
 from tuning_db import Database, DatabaseError, NoDatabaseError
 from tuning_db.models import RecordRow, WorkloadRow
 from tdb_helpers import CPU, MATMUL, key_of, make_record, open_when_released, start
-from tdb_postgres import PASSWORD
+from pg_server import PASSWORD
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -154,12 +154,24 @@ def _columns(url: str) -> list[tuple]:
         engine.dispose()
 
 
+def _checks(url: str) -> list[tuple]:
+    """(table, check constraint, its definition) of the public schema."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(
+                "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                "WHERE contype = 'c' AND connamespace = 'public'::regnamespace ORDER BY 1, 2"))]
+    finally:
+        engine.dispose()
+
+
 def test_migrations_bring_a_version_1_database_to_the_schema_a_new_one_gets(postgres_server, postgres_url):
     fresh = postgres_server.create_database("fresh_for_migration")
     Database(fresh).close()
     with Database(postgres_url) as db:
         db.add_records(start(db), [make_record(0), make_record(1, "timeout")])
-    # Back to version 1: without the columns versions 2 and 3 added.
+    # Back to version 1: without the columns versions 2 and 3 added, nor the status version 4 added.
     added = {"tuning_runs": ("pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops"),
              "workloads": ("dag_json", "dag_hash", "dag_stored_at")}
     engine = create_engine(postgres_url)
@@ -167,6 +179,9 @@ def test_migrations_bring_a_version_1_database_to_the_schema_a_new_one_gets(post
         for table, columns in added.items():
             for column in columns:
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(text("ALTER TABLE records DROP CONSTRAINT ck_records_status"))
+        conn.execute(text("ALTER TABLE records ADD CONSTRAINT ck_records_status CHECK (status IN "
+                          "('ok', 'compile_error', 'runtime_error', 'wrong_answer', 'timeout', 'invalid'))"))
         conn.execute(text("UPDATE meta SET value = '1' WHERE key = 'schema_version'"))
     engine.dispose()
     assert ("tuning_runs", "pid", "integer", "YES") not in _columns(postgres_url)
@@ -176,7 +191,10 @@ def test_migrations_bring_a_version_1_database_to_the_schema_a_new_one_gets(post
         assert (run.n_records, run.n_ok, run.pid, run.heartbeat_at) == (2, 1, None, None)
         assert db.workload_dag(KEY) is None
     assert _columns(postgres_url) == _columns(fresh)
+    assert _checks(postgres_url) == _checks(fresh)
     assert _count(postgres_url, "SELECT value FROM meta WHERE key = 'schema_version'") == str(tuning_db.SCHEMA_VERSION)
+    with Database(postgres_url) as db:
+        db.add_records(db.list_runs()[0].id, [make_record(2, "worker_lost")])  # refused before version 4
     postgres_server.drop_database("fresh_for_migration")
 
 

@@ -1,0 +1,145 @@
+"""What runs on the cluster's nodes: a compile task, and the measuring actor of a node.
+
+Nothing here talks to the driver but through return values; the driver side is
+``builder`` (compiles), ``runner`` (measurements) and ``executor`` (which nodes).
+These are plain classes and functions: ``executor`` wraps them with ``ray.remote``, so
+this module imports without Ray and its parts are testable in one process.
+
+``NodeInfo`` says what a node is. Two nodes whose ``fingerprint`` differs (CPU model or
+ISA, usable cores, compiler, flags, tool version) time the same kernel differently, so
+their timings are never one population: the executor measures on one fingerprint only.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+
+from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
+from backends.cpu import cache_dir
+from schedule.targets import Target, parse_target
+from tuning_db.records import default_tool_version
+
+from ..measure import BuildResult, MeasureResult, Status
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as its measuring actor sees it.
+
+    ``target`` is the target spec parsed on the node (its facts: ISA, vector width,
+    usable cores, caches); ``described`` the ``tuning_db.TargetInfo`` its records carry,
+    whose host names the node (``hostname/ray node id``), so two nodes of one machine
+    stay apart.
+    """
+
+    node_id: str
+    target: Target
+    described: object  # tuning_db.TargetInfo
+    tool_version: str
+
+    @property
+    def fingerprint(self) -> tuple:
+        """What must be equal for two nodes' timings to be compared."""
+        d = self.described
+        return (d.kind, d.device, d.compiler, d.flags, self.target.facts, self.tool_version)
+
+    def summary(self) -> str:
+        facts = self.target.facts
+        cores = getattr(facts, "cores", None)
+        return (f"{self.described.host}: {self.described.describe()}"
+                + (f", {cores} cores" if cores else "") + f", {self.described.compiler}, autotune {self.tool_version}")
+
+
+def host_label(node_id: str) -> str:
+    """The host a node's records carry: the machine's name and the Ray node's id (short)."""
+    return f"{platform.node()}/{node_id[:12]}"
+
+
+def describe_node(spec: str, node_id: str) -> NodeInfo:
+    """``NodeInfo`` of this node for the target spec ``spec`` (e.g. ``cpu``, ``cpu:avx2``)."""
+    from dataclasses import replace
+
+    from .. import targets
+
+    target = parse_target(spec)
+    described = replace(targets.describe(target), host=host_label(node_id))
+    return NodeInfo(node_id, target, described, default_tool_version())
+
+
+def compile_source(target: Target, source: str, timeout: float) -> tuple:
+    """Compile ``source`` for ``target`` on this node: ``(status, kernel bytes, error,
+    seconds)``. The bytes travel to the measuring actor, which may be on another node."""
+    t0 = time.perf_counter()
+    try:
+        path = backend_for(target).compile_source(source, timeout=timeout)
+        with open(path, "rb") as f:
+            blob = f.read()
+    except BuildTimeout as exc:
+        return Status.TIMEOUT.value, None, str(exc), time.perf_counter() - t0
+    except ResourceLimitError as exc:
+        return Status.INVALID.value, None, str(exc), time.perf_counter() - t0
+    except (BuildError, OSError) as exc:
+        return Status.COMPILE_ERROR.value, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0
+    return Status.OK.value, blob, None, time.perf_counter() - t0
+
+
+class MeasuringActor:
+    """The one measurer of a node: a ``runner.LocalRunner`` (a measuring process that a
+    crashing kernel takes down alone) fed with kernels sent as bytes.
+
+    One per node and one call at a time, so two measurements never share a machine. Its
+    measuring process runs the kernels' OpenMP threads on every core the node lets it
+    use (Ray would otherwise set ``OMP_NUM_THREADS=1`` for it).
+    """
+
+    def __init__(self, spec: str, node_id: str):
+        self.info = describe_node(spec, node_id)
+        cores = getattr(self.info.target.facts, "cores", None)
+        if cores:
+            os.environ["OMP_NUM_THREADS"] = str(cores)
+        self._dir = cache_dir() / "received"  # kernels built on other nodes, by source hash
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._runner = None
+        self._task = None
+
+    def describe(self) -> NodeInfo:
+        return self.info
+
+    def pids(self) -> list[int]:
+        """This actor's process id, and its measuring process's when one runs."""
+        proc = self._runner._proc if self._runner is not None else None
+        return [os.getpid()] + ([proc.pid] if proc is not None and proc.poll() is None else [])
+
+    def setup(self, dag_json: str, target: Target, seed: int, timeout: float, options) -> str:
+        """Make the task ``dag_json`` the one measured next (its inputs are made by the
+        measuring process on the first measurement); returns its key."""
+        from ..runner import LocalRunner
+        from ..task import Task
+
+        task = Task.from_json(dag_json, target)
+        if self._task is None or self._task.key != task.key or self._runner.seed != seed:
+            self.close()
+            self._runner = LocalRunner(timeout=timeout, options=options, seed=seed)
+        self._runner.timeout, self._runner.options = timeout, options
+        self._task = task
+        return task.key
+
+    def measure(self, source_hash: str, blob: bytes, build_s: float, best_cost: float | None) -> MeasureResult:
+        """Verify and time one kernel (one round: the driver asks again for later rounds)."""
+        path = self._dir / f"k_{source_hash}.so"
+        if not path.exists():
+            partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+            partial.write_bytes(blob)
+            os.replace(partial, path)
+        build = BuildResult(Status.OK, artifact=str(path), source_hash=source_hash, build_s=build_s)
+        (result,) = self._runner.run(self._task, [build], best_cost)
+        result.where = self.info.described
+        return result
+
+    def close(self) -> None:
+        """Stop the measuring process (it also dies with this actor: ``LocalRunner``)."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
