@@ -111,7 +111,8 @@ class RayExecutor:
         self.excluded += excluded
         for node_id in set(infos) - set(pool_ids):
             ray.kill(actors[node_id], no_restart=True)
-        return NodePool([Node(infos[node_id], actors[node_id]) for node_id in pool_ids])
+        cpus = {n["NodeID"]: max(1, int(n["Resources"]["CPU"])) for n in candidates}
+        return NodePool([Node(infos[node_id], actors[node_id], cpus[node_id]) for node_id in pool_ids])
 
     # ------------------------------------------------------------ what a run uses
 

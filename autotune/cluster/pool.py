@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import count
 
 from .nodes import NodeInfo
 
@@ -27,6 +26,7 @@ def is_lost(exc: BaseException) -> bool:
 class Node:
     info: NodeInfo
     actor: object  # the node's MeasuringActor handle
+    cpus: int = 1  # the node's CPUs in Ray's count: how many compiles it runs at once
     alive: bool = True
     lost_reason: str = ""
 
@@ -36,7 +36,6 @@ class NodePool:
     """The measuring nodes of one fingerprint (see ``nodes.NodeInfo``), in a fixed order."""
 
     nodes: list[Node]
-    _turn: count = field(default_factory=count)
     #: Measurements in flight per node id (the runner keeps it; tests and reports read it).
     in_flight: Counter = field(default_factory=Counter)
     #: Compiles and measurements lost with their node so far, whether retried or not.
@@ -60,14 +59,6 @@ class NodePool:
 
         if not any(n["NodeID"] == node.info.node_id and n["Alive"] for n in ray.nodes()):
             self.mark_lost(node, reason)
-
-    def next_alive(self, avoid: Node | None = None) -> Node | None:
-        """The next alive node in turn (another than ``avoid`` when there is one)."""
-        alive = self.alive()
-        if not alive:
-            return None
-        others = [n for n in alive if n is not avoid] or alive
-        return others[next(self._turn) % len(others)]
 
     def hosts(self) -> list[str]:
         return [n.info.described.host for n in self.nodes]
