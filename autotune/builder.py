@@ -90,6 +90,9 @@ class LocalBuilder(Builder):
             jobs[key] = (backend, source)
             pending.setdefault(key, []).append(n)
             codegen_s[n] = time.perf_counter() - t0  # added to the compile time below
+        # The longest sources first (they compile longest): the last compiles of a batch then
+        # are short ones, and fewer workers sit idle waiting for one long compile to finish.
+        jobs = dict(sorted(jobs.items(), key=lambda item: -len(item[1][1])))
         for key, compiled in self.compile_all(jobs).items():
             for n in pending[key]:
                 results[n] = replace(compiled, build_s=codegen_s[n] + compiled.build_s)
