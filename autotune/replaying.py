@@ -16,7 +16,10 @@ measuring steps are replaced:
 A *recording* is what a database holds for one workload on one target kind: every
 config with its status, costs and build/run seconds. A config measured more than once
 (several runs, or ``autotune sample`` on top of tuning runs) keeps its fastest ``ok``
-measurement; with no ``ok`` one, its first failure. Records whose config no longer
+measurement; with no ``ok`` one, its first failure. With ``keep="newest"`` it keeps its
+newest ``ok`` measurement instead: after ``retime`` measured a recording's fastest configs
+again with the full protocol, those measurements replace the earlier single ones, whether
+faster or slower (a lucky fast reading of a one-round sample would otherwise stand). Records whose config no longer
 fits the space (another version of the space) are left out and counted.
 
 A config the tuner proposes that the recording lacks is a *miss*, handled by ``miss``:
@@ -48,16 +51,19 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from schedule.config import Config, SearchSpace
 
-from .loop import TuningLoop
+from .loop import Trial, TuningLoop
 from .measure import BuildResult, Builder, MeasureInput, MeasureResult, Runner, Status
+from .runner import TimingOptions
 from .task import Task
 
 MISS_MODES = ("skip", "fail")
+#: Which of a config's several measurements a recording keeps (``Recording.add``).
+KEEP_RULES = ("fastest", "newest")
 #: The error of a "fail"-mode miss (status ``invalid``), so reports can tell it from a recorded failure.
 MISS_ERROR = "replay: config not in the recording"
 #: Default limit of skipped misses, per trial of the budget.
@@ -114,7 +120,10 @@ class Recording:
     """
 
     def __init__(self, task: Task, trials: dict[str, RecordedTrial], *, source: str = "", duplicates: int = 0,
-                 unusable: int = 0):
+                 unusable: int = 0, keep: str = "fastest"):
+        if keep not in KEEP_RULES:
+            raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, got {keep!r}")
+        self.keep = keep
         self.task = task
         self.trials = dict(trials)
         self.source = source
@@ -144,23 +153,26 @@ class Recording:
         return min((t.cost for t in self.trials.values()), default=math.inf)
 
     def add(self, config: Config, trial: RecordedTrial) -> None:
-        """Record ``trial`` for ``config``, keeping the fastest ok measurement of a config seen before."""
+        """Record ``trial`` for ``config`` (added oldest first); of a config seen before, the
+        fastest ok measurement stays, or with ``keep="newest"`` the newest ok one."""
         key = config.to_json()
         old = self.trials.get(key)
         if old is None:
             self.trials[key] = trial
             return
         self.duplicates += 1
-        if trial.ok and trial.cost < old.cost:
+        if trial.ok and (trial.cost < old.cost or self.keep == "newest"):
             self.trials[key] = trial
 
     @classmethod
-    def from_records(cls, records: Iterable, task: Task | None = None, source: str = "", db=None) -> "Recording":
+    def from_records(cls, records: Iterable, task: Task | None = None, source: str = "", db=None,
+                     keep: str = "fastest") -> "Recording":
         """From ``tuning_db.MeasureRecord``s of one workload on one device (oldest first).
 
         ``task`` defaults to one rebuilt from the records (``Task.of_record``: the registered
         workload, or the DAG ``db`` stored for it); records of several workloads, target
-        kinds or devices are refused.
+        kinds or devices are refused. ``keep``: which measurement of a config measured
+        more than once counts (the module docstring).
         """
         records = list(records)
         if not records:
@@ -171,7 +183,7 @@ class Recording:
             task = Task.of_record(first, db)
         elif (task.key, task.target_kind) != (first.workload_key, first.target.kind):
             raise ValueError(f"records of {first.workload_key} on {first.target.kind} do not belong to {task}")
-        recording = cls(task, {}, source=source)
+        recording = cls(task, {}, source=source, keep=keep)
         for rec in records:
             try:
                 config = Config.from_json(rec.config)
@@ -185,7 +197,8 @@ class Recording:
         return recording
 
     @classmethod
-    def from_db(cls, db, workload_key: str, target: str | None = None, task: Task | None = None) -> "Recording":
+    def from_db(cls, db, workload_key: str, target: str | None = None, task: Task | None = None,
+                keep: str = "fastest") -> "Recording":
         """Every record of ``workload_key`` (on target kind ``target``, or the only one stored) in ``db``.
 
         ``task`` as in ``from_records``: pass one with the recording's target preset
@@ -195,7 +208,7 @@ class Recording:
         if not records:
             where = f" on {target}" if target else ""
             raise ValueError(f"no records of {workload_key}{where} in {db.location}")
-        return cls.from_records(records, task=task, source=db.location, db=db)
+        return cls.from_records(records, task=task, source=db.location, db=db, keep=keep)
 
     def __repr__(self) -> str:
         return f"Recording({self.task.key} on {self.task.target_kind}: {len(self)} configs, {self.n_ok} ok)"
@@ -499,6 +512,39 @@ def _replay_forked(pair: tuple[str, int]) -> ReplayRun:
 
 
 # ---------------------------------------------------------------- making a recording
+
+
+def retime(recording: Recording, db, count: int, *, timing: TimingOptions | None = None, timeout: float = 10.0,
+           seed: int = 0):
+    """Measure the ``count`` fastest configs of ``recording`` again with ``timing`` (default:
+    the full protocol, fastest of three rounds) and store them in ``db`` as a run of tuner
+    "retime"; a recording then read with ``keep="newest"`` uses these measurements.
+
+    A sample measured with one round while the machine was not quiet can hold a lucky
+    reading; the configs near the optimum are the ones whose order matters to a replay's
+    "trials to 0.95x", so they are the ones measured again. Returns the new results, in
+    the order of the configs (fastest recorded first).
+    """
+    from .builder import LocalBuilder
+    from .runner import LocalRunner
+    from .targets import describe
+    from .tuning import TOOL_VERSION, record_of
+
+    task = recording.task
+    ranked = sorted((t.cost, key) for key, t in recording.trials.items() if t.ok)[:count]
+    configs = [Config.from_json(key) for _, key in ranked]
+    target = describe(task.target)
+    builds = LocalBuilder(timeout=max(60.0, timeout)).build([MeasureInput(task, c) for c in configs])
+    # Every config gets every round and its full repeats, however far from the best it is.
+    options = replace(timing or TimingOptions(), recheck_within=math.inf, slow_factor=math.inf)
+    with LocalRunner(timeout=timeout, options=options, seed=seed) as runner:
+        results = runner.run(task, builds)
+    run_id = db.start_run(task.key, task.workload_name, task.params, target, "retime", seed, len(configs),
+                          TOOL_VERSION, dag_json=task.dag_json, dag_hash=task.workload.dag_hash)
+    db.add_records(run_id, [record_of(task, target, Trial(n, c, r))
+                            for n, (c, r) in enumerate(zip(configs, results))])
+    db.finish_run(run_id, "finished")
+    return results
 
 
 def sample(task: Task, trials: int, db, *, seed: int = 0, **tune_kw):

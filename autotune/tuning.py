@@ -160,7 +160,7 @@ class DatabaseRecorder(TuningCallback):
 
     def on_batch(self, loop: TuningLoop, trials: list[Trial]) -> None:
         t0 = time.perf_counter()
-        self.db.add_records(self.run_id, [_record(loop.task, self.target, t) for t in trials])
+        self.db.add_records(self.run_id, [record_of(loop.task, self.target, t) for t in trials])
         loop.timings["db_s"] += time.perf_counter() - t0
 
     def on_finish(self, loop: TuningLoop) -> None:
@@ -247,7 +247,9 @@ class TransferWarmStart(TuningCallback):
                                                                     self.features, self.limit)
 
 
-def _record(task: Task, target, trial: Trial):
+def record_of(task: Task, target, trial: Trial):
+    """The ``tuning_db.MeasureRecord`` of one trial of ``task`` (on ``target``, unless the
+    result says which machine measured it)."""
     from tuning_db import MeasureRecord
 
     r = trial.result

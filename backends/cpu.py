@@ -220,4 +220,8 @@ class CpuBackend(Backend):
         return CPUModule(func, source if source is not None else self.generate_source(func), Path(artifact))
 
     def describe(self) -> BackendInfo:
-        return BackendInfo(self.target.facts.model or cpu_model(), compiler_version(), " ".join(self.flags))
+        facts = self.target.facts
+        # The device as timings depend on it: two machines differing in any of these do not
+        # share records (tuning_db matches records by kind and device).
+        device = f"{facts.model or cpu_model()}, {facts.isa}, {facts.cores} cores"
+        return BackendInfo(device, compiler_version(), " ".join(self.flags))

@@ -107,6 +107,7 @@ def run_local_cluster(params: dict, args, cpus_per_node: list[int]) -> dict:
     from ray.cluster_utils import Cluster
 
     _fresh_compile_cache()
+    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default, 15, would slow its compiles
     node_args = dict(object_store_memory=100 * 1024 * 1024)
     cluster = Cluster(initialize_head=True, head_node_args=dict(node_args, num_cpus=cpus_per_node[0],
                                                                 include_dashboard=False))

@@ -301,9 +301,14 @@ def _connect_cluster(address: str, target: str):
 
     kind = "cpu" if target == targets.AUTO else target
     try:
-        return RayExecutor(address, spec=kind)
+        executor = RayExecutor(address, spec=kind)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
+    for node, why in executor.excluded:
+        click.echo(f"note: not measuring on {getattr(node, 'node_id', node)}: {why}", err=True)
+    for warning in executor.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return executor
 
 
 def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,

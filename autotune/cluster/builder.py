@@ -49,7 +49,7 @@ class RayBuilder(LocalBuilder):
             """Hand queued compiles to nodes with a free CPU, one at a time (compile times
             vary tenfold, so a split made in advance would leave one node idle early)."""
             while queue:
-                free = [n for n in self.pool.alive() if busy[n.info.node_id] < n.cpus]
+                free = [n for n in self.pool.alive() if busy[n.info.node_id] < n.cpus + 1]
                 if not free:
                     if not self.pool.alive():
                         for key in queue:

@@ -81,6 +81,10 @@ class RayExecutor:
         except BaseException:
             self.close()
             raise
+        #: What the user should know about the pool (the command line prints it).
+        self.warnings = [f"{n.info.described.host} measures at niceness {n.info.niceness} (Ray's worker "
+                         f"niceness), so other processes there preempt its timings: start its Ray node with "
+                         f"RAY_worker_niceness=0" for n in self.pool.nodes if n.info.niceness > 0]
 
     # ------------------------------------------------------------ the pool
 

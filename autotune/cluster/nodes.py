@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
 from backends.cpu import cache_dir
@@ -38,6 +38,7 @@ class NodeInfo:
     target: Target
     described: object  # tuning_db.TargetInfo
     tool_version: str
+    niceness: int = 0  # of the measuring actor: above 0, anything else on the node runs first
 
     @property
     def fingerprint(self) -> tuple:
@@ -59,8 +60,6 @@ def host_label(node_id: str) -> str:
 
 def describe_node(spec: str, node_id: str) -> NodeInfo:
     """``NodeInfo`` of this node for the target spec ``spec`` (e.g. ``cpu``, ``cpu:avx2``)."""
-    from dataclasses import replace
-
     from .. import targets
 
     target = parse_target(spec)
@@ -85,17 +84,37 @@ def compile_source(target: Target, source: str, timeout: float) -> tuple:
     return Status.OK.value, blob, None, time.perf_counter() - t0
 
 
+def _undo_worker_niceness() -> int:
+    """Run at the default priority again, if allowed; the niceness left.
+
+    Ray starts its workers at niceness 15 (``RAY_worker_niceness``) so that its own daemons
+    come first; a kernel timed at that niceness is preempted by every other process on the
+    node. Lowering niceness needs privileges (root, CAP_SYS_NICE); without them it stays,
+    and the executor warns (start the nodes with ``RAY_worker_niceness=0``)."""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) > 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    except (OSError, AttributeError):
+        return 0
+
+
 class MeasuringActor:
     """The one measurer of a node: a ``runner.LocalRunner`` (a measuring process that a
     crashing kernel takes down alone) fed with kernels sent as bytes.
 
     One per node and one call at a time, so two measurements never share a machine. Its
     measuring process runs the kernels' OpenMP threads on every core the node lets it
-    use (Ray would otherwise set ``OMP_NUM_THREADS=1`` for it).
+    use (Ray would otherwise set ``OMP_NUM_THREADS=1`` for it), at the default priority
+    when it may (``_undo_worker_niceness``).
     """
 
     def __init__(self, spec: str, node_id: str):
-        self.info = describe_node(spec, node_id)
+        niceness = _undo_worker_niceness()
+        self.info = replace(describe_node(spec, node_id), niceness=niceness)
         cores = getattr(self.info.target.facts, "cores", None)
         if cores:
             os.environ["OMP_NUM_THREADS"] = str(cores)

@@ -127,6 +127,9 @@ def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None =
     isa, bits = _isa_of(flags)
     caches = {**FALLBACK_CACHES, **(read_caches() if caches is None else caches)}
     model = _cpuinfo_field(cpuinfo, ("model name", "Model name")) or platform.processor() or platform.machine()
+    family, number = _cpuinfo_field(cpuinfo, ("cpu family",)), _cpuinfo_field(cpuinfo, ("model",))
+    if family and number:  # a virtual machine may say only "AMD EPYC" for Zen 3 and Zen 4 alike
+        model = f"{model} (family {family}, model {number})"
     return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
                     l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=NATIVE_FLAGS, model=model)
 

@@ -16,8 +16,9 @@ import tuning_db
 from autotune.measure import BuildResult, MeasureResult, Status
 from autotune.replay_report import ReplayReport
 from autotune.replaying import (
-    MISS_ERROR, RecordedBuilder, RecordedRunner, RecordedTrial, Recording, ReplayRun, replay, replay_one,
+    MISS_ERROR, RecordedBuilder, RecordedRunner, RecordedTrial, Recording, ReplayRun, replay, replay_one, retime,
 )
+from autotune.runner import TimingOptions
 from autotune.task import Task
 from autotune.tuners import RandomTuner
 from autotune.tuning import tune
@@ -127,6 +128,34 @@ def test_duplicates_keep_the_fastest_ok_measurement(task):
     assert recording.get(a).cost == 1e-3
     assert recording.get(b).status is Status.TIMEOUT  # no ok one: the first failure
     assert recording.optimum_s == 1e-3 and recording.n_ok == 1
+
+
+def test_keep_newest_takes_the_last_ok_measurement_slower_or_not(task):
+    import random
+
+    a = task.space.sample(random.Random(0))
+    records = [make_record(task, a, "ok", 1e-3), make_record(task, a, "ok", 3e-3), make_record(task, a, "timeout")]
+    assert Recording.from_records(records).get(a).cost == 1e-3
+    assert Recording.from_records(records, keep="newest").get(a).cost == 3e-3  # a failure after it does not count
+    with pytest.raises(ValueError, match="keep must be one of fastest, newest"):
+        Recording.from_records(records, keep="median")
+
+
+def test_retime_measures_the_fastest_configs_again_into_a_run_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "kernels"))
+    task = Task("matmul", dict(M=16, N=16, K=16), "cpu")
+    with tuning_db.Database(tmp_path / "tuning.db") as db:
+        tune(task, trials=8, tuner="random", db=db, seed=0, batch_size=8, timing=TimingOptions(rounds=1))
+        before = Recording.from_db(db, task.key, "cpu")
+        fastest = sorted((t.cost, key) for key, t in before.trials.items() if t.ok)[:3]
+        results = retime(before, db, 3, timing=TimingOptions(rounds=2))
+        (run,) = [r for r in db.list_runs(task.key) if r.tuner == "retime"]
+        stored = db.history(run.id)
+        after = Recording.from_db(db, task.key, "cpu", keep="newest")
+    assert [Config.from_json(r.config).to_json() for r in stored] == [key for _, key in fastest]
+    assert all(r.ok and r.rounds == 2 for r in results)
+    assert [after.trials[key].cost for _, key in fastest] == [r.median_s for r in results]
+    assert len(after) == len(before) == 8
 
 
 def test_records_of_another_space_are_left_out_and_counted(task):

@@ -20,13 +20,14 @@ OBJECT_STORE_BYTES = 100 * 1024 * 1024
 
 
 @pytest.fixture
-def ray_cluster():
+def ray_cluster(monkeypatch):
     try:
         from ray.cluster_utils import Cluster
     except ImportError:
         if os.environ.get(REQUIRE_ENV):
             pytest.fail(f"${REQUIRE_ENV} is set but Ray is not installed (pip install -e '.[distributed]')")
         pytest.skip("Ray is not installed (pip install -e '.[distributed]')")
+    monkeypatch.setenv("RAY_worker_niceness", "0")  # as the README asks of cluster nodes
     node_args = dict(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False)
     cluster = Cluster(initialize_head=True, head_node_args=node_args)
     atexit.register(cluster.shutdown)  # also when the session ends before the teardown

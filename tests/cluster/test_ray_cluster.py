@@ -28,7 +28,8 @@ ONE_ROUND = TimingOptions(rounds=1)
 def test_a_200_trial_run_across_two_nodes_lands_in_postgres_with_both_hosts(ray_cluster, postgres_url):
     cluster, _ = ray_cluster
     with RayExecutor(cluster.address) as executor, Database(postgres_url) as db:
-        assert len(executor.hosts()) == 2 and executor.excluded == []
+        assert len(executor.hosts()) == 2 and executor.excluded == [] and executor.warnings == []
+        assert all(node.info.niceness == 0 for node in executor.pool.nodes)
         with pytest.raises(ClusterError, match="RayExecutor.target"):
             executor.measurers(Task("matmul", PARAMS, "cpu:avx2"))  # not the machines the cluster measures
         task = Task("matmul", PARAMS, executor.target("cpu"))
