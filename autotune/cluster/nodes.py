@@ -47,10 +47,8 @@ class NodeInfo:
         return (d.kind, d.device, d.compiler, d.flags, self.target.facts, self.tool_version)
 
     def summary(self) -> str:
-        facts = self.target.facts
-        cores = getattr(facts, "cores", None)
-        return (f"{self.described.host}: {self.described.describe()}"
-                + (f", {cores} cores" if cores else "") + f", {self.described.compiler}, autotune {self.tool_version}")
+        d = self.described
+        return f"{d.host}: {d.describe()}, {d.compiler}, {d.flags}, autotune {self.tool_version}"
 
 
 def host_label(node_id: str) -> str:

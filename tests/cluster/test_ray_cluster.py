@@ -127,3 +127,19 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_the_command_line_tunes_on_the_cluster(ray_cluster, tmp_path):
+    cluster, _ = ray_cluster
+    db_path = tmp_path / "t.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "matmul", "-M", "32", "-N", "32", "-K", "32", "--trials", "16",
+         "--tuner", "random", "--batch-size", "8", "--rounds", "1", "--cluster", cluster.address, "--db", str(db_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert proc.returncode == 0, proc.stderr
+    assert "no anchor: the cluster's nodes measure" in proc.stdout
+    with Database(db_path) as db:
+        (run,) = db.list_runs()
+        stored = db.history(run.id)
+    assert run.target.host == "ray cluster of 2 node(s)" and len(stored) == 16
+    assert len({r.target.host for r in stored}) == 2
