@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from schedule.targets import Target
+from schedule.targets import Target, parse_target
 
 from .builder import RayBuilder
 from .nodes import MeasuringActor, NodeInfo, compile_source
@@ -64,6 +64,8 @@ class RayExecutor:
             import ray
         except ImportError:
             raise ClusterError("tuning on a cluster needs Ray: pip install 'autotune-te[distributed]'") from None
+        if getattr(parse_target(spec).facts, "is_gpu", False):
+            raise ClusterError(f"target {spec!r}: only CPU targets are built and measured on a cluster so far")
         self.address = address
         self.retries = retries
         self.in_flight = in_flight

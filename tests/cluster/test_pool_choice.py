@@ -36,3 +36,12 @@ def test_nodes_of_another_tool_version_or_core_count_do_not_mix():
     fewer_cores = replace(CPU, facts=replace(CPU.facts, cores=CPU.facts.cores + 1))
     infos = {n.node_id: n for n in [_node("a"), _node("b"), _node("c", version="0.2.0"), _node("d", fewer_cores)]}
     assert choose_pool(infos)[0] == ["a", "b"]
+
+
+def test_a_gpu_target_is_refused_before_connecting():
+    import pytest
+
+    from autotune.cluster import ClusterError, RayExecutor
+
+    with pytest.raises(ClusterError, match="only CPU targets"):
+        RayExecutor("127.0.0.1:1", spec="cuda:h100")

@@ -143,27 +143,24 @@ def test_processes_creating_the_schema_at_the_same_instant_all_succeed(postgres_
             postgres_server.drop_database(name)
 
 
-def _columns(url: str) -> list[tuple]:
+def _rows(url: str, sql: str) -> list[tuple]:
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(
-                "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-                "WHERE table_schema = 'public' ORDER BY table_name, column_name"))]
+            return [tuple(row) for row in conn.execute(text(sql))]
     finally:
         engine.dispose()
+
+
+def _columns(url: str) -> list[tuple]:
+    return _rows(url, "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+                      "WHERE table_schema = 'public' ORDER BY table_name, column_name")
 
 
 def _checks(url: str) -> list[tuple]:
     """(table, check constraint, its definition) of the public schema."""
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(
-                "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
-                "WHERE contype = 'c' AND connamespace = 'public'::regnamespace ORDER BY 1, 2"))]
-    finally:
-        engine.dispose()
+    return _rows(url, "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                      "WHERE contype = 'c' AND connamespace = 'public'::regnamespace ORDER BY 1, 2")
 
 
 def test_migrations_bring_a_version_1_database_to_the_schema_a_new_one_gets(postgres_server, postgres_url):
