@@ -27,12 +27,14 @@ class RayRunner(Runner):
     """Measures a task's builds on the actors of ``pool`` (see the module docstring).
 
     ``timeout`` bounds one candidate on its node (the actor's measuring process is killed
-    past it, as on one machine); a call that does not come back within ``timeout`` plus
-    ``grace`` seconds counts its actor as lost.
+    past it, as on one machine); a call that does not come back within twice ``timeout``
+    (it may wait behind another candidate) plus ``grace`` seconds counts its actor as lost (the default leaves room for the first
+    measurement of a task, which also makes its inputs and reference: ``LocalRunner``'s
+    ``setup_timeout``).
     """
 
     def __init__(self, pool: NodePool, *, timeout: float = 10.0, options: TimingOptions | None = None,
-                 seed: int = 0, retries: int = 1, in_flight: int = 2, grace: float = 60.0):
+                 seed: int = 0, retries: int = 1, in_flight: int = 2, grace: float = 300.0):
         self.pool = pool
         self.timeout = timeout
         self.options = options or TimingOptions()
