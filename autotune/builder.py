@@ -104,7 +104,7 @@ class LocalBuilder(Builder):
         running the compiler as a child process (``autotune.cluster`` compiles on other machines)."""
         done: dict[str, BuildResult] = {}
         with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
-            futures = {key: pool.submit(self._compile, *job) for key, job in jobs.items()}
+            futures = {key: pool.submit(compile_with_status, *job, self.timeout) for key, job in jobs.items()}
             try:
                 for key, future in futures.items():
                     status, artifact, error, seconds = future.result()
@@ -131,19 +131,22 @@ class LocalBuilder(Builder):
             raise BuildLimitError(f"the source has {len(source)} characters, over the builder's cap of "
                                   f"{self.max_source_chars} (LocalBuilder max_source_chars)")
 
-    def _compile(self, backend, source: str):
-        t0 = time.perf_counter()
-        try:
-            artifact = backend.compile_source(source, timeout=self.timeout)
-        except BuildTimeout as exc:
-            return Status.TIMEOUT, None, str(exc), time.perf_counter() - t0
-        except ResourceLimitError as exc:
-            return Status.INVALID, None, str(exc), time.perf_counter() - t0
-        except BuildError as exc:
-            return Status.COMPILE_ERROR, None, str(exc), time.perf_counter() - t0
-        except (OSError, subprocess.SubprocessError) as exc:
-            return Status.COMPILE_ERROR, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0
-        return Status.OK, str(artifact), None, time.perf_counter() - t0
+def compile_with_status(backend, source: str, timeout: float) -> tuple:
+    """Compile ``source`` with ``backend``: ``(status, artifact path or None, error, seconds)``,
+    each failure mapped to its status by type (the module docstring). The cluster's compile
+    task runs it on other machines (``autotune.cluster.nodes``)."""
+    t0 = time.perf_counter()
+    try:
+        artifact = backend.compile_source(source, timeout=timeout)
+    except BuildTimeout as exc:
+        return Status.TIMEOUT, None, str(exc), time.perf_counter() - t0
+    except ResourceLimitError as exc:
+        return Status.INVALID, None, str(exc), time.perf_counter() - t0
+    except BuildError as exc:
+        return Status.COMPILE_ERROR, None, str(exc), time.perf_counter() - t0
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Status.COMPILE_ERROR, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0
+    return Status.OK, str(artifact), None, time.perf_counter() - t0
 
 
 def unrolled_copies(func: ir.LoweredFunc) -> int:

@@ -40,7 +40,7 @@ def best_config(task: Task, db=None):
     scope = apply_best(db) if db is not None else contextlib.nullcontext()
     device = targets.describe(task.target).device
     with scope:
-        record = _lookup_with_legacy_device(task, device)
+        record = lookup_best(task.key, task.target_kind, device or None, targets.former_devices(task.target))
     if record is None:
         return default_config(task), None
     try:
@@ -55,33 +55,6 @@ def best_config(task: Task, db=None):
         )
         return default_config(task), None
     return config, record
-
-
-#: How a CPU device description continues after the model name (``backends.cpu``); records
-#: stored before it did carry the model name alone.
-_CPU_DETAILS = " (family "
-
-
-def _lookup_with_legacy_device(task: Task, device: str):
-    """``lookup_best`` on this machine's device; failing that, on the bare CPU model name
-    that records stored by earlier versions carry (``AMD EPYC``, which did not tell Zen 3
-    from Zen 4), with a warning to retune rather than silently losing what was tuned."""
-    legacy = device.split(_CPU_DETAILS, 1)[0] if _CPU_DETAILS in device else None
-    with warnings.catch_warnings(record=True) as missed:
-        warnings.simplefilter("always")
-        record = lookup_best(task.key, task.target_kind, device or None)
-    if record is None and legacy:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NoTunedConfigWarning)
-            record = lookup_best(task.key, task.target_kind, legacy)
-        if record is not None:
-            warnings.warn(f"using record {record.id} for {task.key}, stored for {legacy!r} before devices were "
-                          f"described as {device!r}; it may come from another CPU generation: retune to be sure",
-                          NoTunedConfigWarning, stacklevel=4)
-            return record
-    for w in missed:  # nothing found: the warnings of the lookup, as they were
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return record
 
 
 def build(task: Task, db=None):

@@ -65,6 +65,14 @@ def describe_with_backend(target: Target):
     return TargetInfo(target.kind, info.device, info.compiler, info.flags, platform.node())
 
 
+def former_devices(target: "str | Target") -> tuple[str, ...]:
+    """What earlier versions called ``target``'s device in stored records (the backend's
+    ``BackendInfo.former_devices``), for ``autotune.build`` to still find them."""
+    from backends import backend_for
+
+    return backend_for(parse_target(target)).describe().former_devices
+
+
 _PARTS = KindTable("tuning parts")
 
 

@@ -122,11 +122,12 @@ def tune(
     if db is not None:
         if transfer:
             steps.append(TransferWarmStart(db, target, features, transfer_limit))
-        if resume:
-            steps.append(ReplayStored(db, target))
+        replayed = ReplayStored(db, target) if resume else None
+        if replayed is not None:
+            steps.append(replayed)
         steps.append(DatabaseRecorder(db, target, tuner, seed))
         if share:
-            steps.append(ShareMeasured(db, target, replayed=resume))
+            steps.append(ShareMeasured(db, target, replayed=replayed))
     steps += [cb if isinstance(cb, TuningCallback) else ProgressCallback(cb) for cb in callbacks]
     loop = TuningLoop(task, search, builder, runner, trials=trials, batch_size=batch_size,
                       early_stopping=early_stopping, callbacks=steps, features=features)
@@ -180,13 +181,20 @@ class ReplayStored(TuningCallback):
     def __init__(self, db, target):
         self.db, self.target = db, target
         self.taken_over: list[int] = []
+        self.last_id: int | None = None  # the newest record replayed
 
     def on_start(self, loop: TuningLoop) -> None:
         task = loop.task
         self.taken_over = self.db.take_over_stale_runs(task.key, self.target)
         earlier = self.db.list_runs(task.key, self.target)
         loop.result.resumed_from = earlier[-1].id if earlier else None
-        _replay_stored(self.db, task, self.target, loop.tuner, loop.result)
+        records = self.db.records_for_task(task.key, self.target)
+        self.last_id = records[-1].id if records else None
+        configs, measured = _usable_records(task, records)
+        for config, result in zip(configs, measured):
+            loop.result.history.append(Trial(len(loop.result.history), config, result))
+        if configs:
+            loop.tuner.update(configs, measured)
 
 
 class ShareMeasured(TuningCallback):
@@ -197,39 +205,31 @@ class ShareMeasured(TuningCallback):
 
     "The same device": the run's kind, device, compiler and flags
     (``TargetInfo.same_device``; the host may differ, as on a cluster). With ``resume``
-    the stored records are already in the history (``ReplayStored``): only the others'
-    later ones are added.
+    the stored records are already in the history (``replayed``, the ``ReplayStored``
+    that put them there): only those stored after them are added.
     """
 
-    def __init__(self, db, target, replayed: bool):
+    def __init__(self, db, target, replayed: "ReplayStored | None" = None):
         self.db, self.target, self.replayed = db, target, replayed
         self.last_id: int | None = None
         self.shared = 0  # records of other runs handed to the tuner
 
     def on_start(self, loop: TuningLoop) -> None:
-        self._share(loop, skip=self.replayed)
+        if self.replayed is not None:
+            self.last_id = self.replayed.last_id
+        else:
+            self._share(loop)
 
     def on_batch(self, loop: TuningLoop, trials: list[Trial]) -> None:
-        self._share(loop, skip=False)
+        self._share(loop)
 
-    def _share(self, loop: TuningLoop, skip: bool) -> None:
-        task, run_id = loop.task, loop.result.run_id
-        records = self.db.records_for_task(task.key, self.target, after_id=self.last_id)
+    def _share(self, loop: TuningLoop) -> None:
+        records = self.db.records_for_task(loop.task.key, self.target, after_id=self.last_id)
         if records:
             self.last_id = records[-1].id
-        if skip:
-            return
-        configs, measured = [], []
-        for rec in records:
-            if rec.run_id == run_id or not rec.target.same_device(self.target):
-                continue
-            try:
-                config = Config.from_json(rec.config)
-                task.space.knobs.check(config)
-            except ValueError:
-                continue  # a record from another version of the space
-            configs.append(config)
-            measured.append(MeasureResult.from_record(rec))
+        others = [rec for rec in records
+                  if rec.run_id != loop.result.run_id and rec.target.same_device(self.target)]
+        configs, measured = _usable_records(loop.task, others)
         if configs:
             loop.tuner.update(configs, measured)
             self.shared += len(configs)
@@ -300,18 +300,16 @@ def _warm_start_from_similar(db, task: Task, target, search: Tuner, features: Fe
     return len(costs)
 
 
-def _replay_stored(db, task: Task, target, search: Tuner, result: TuneResult) -> None:
-    """Feed what the database holds for this task to the tuner and the history."""
+def _usable_records(task: Task, records) -> tuple[list[Config], list[MeasureResult]]:
+    """The configs and results of stored ``records`` that fit ``task``'s space (a record from
+    another version of the space is left out), in order."""
     configs, measured = [], []
-    for rec in db.records_for_task(task.key, target):
+    for rec in records:
         try:
             config = Config.from_json(rec.config)
             task.space.knobs.check(config)
         except ValueError:
-            continue  # a record from another version of the space
-        res = MeasureResult.from_record(rec)
+            continue
         configs.append(config)
-        measured.append(res)
-        result.history.append(Trial(len(result.history), config, res))
-    if configs:
-        search.update(configs, measured)
+        measured.append(MeasureResult.from_record(rec))
+    return configs, measured

@@ -26,7 +26,7 @@ import numpy as np
 from te import dtypes
 from schedule import ir
 from schedule.ir import For, LoweredFunc
-from schedule.targets.cpu import host_cpu_facts
+from schedule.targets.cpu import bare_model_name, host_cpu_facts
 
 from .c_family import CSourcePrinter, Dialect
 from .errors import BuildError, BuildTimeout
@@ -221,7 +221,10 @@ class CpuBackend(Backend):
 
     def describe(self) -> BackendInfo:
         facts = self.target.facts
+        model = facts.model or cpu_model()
         # The device as timings depend on it: two machines differing in any of these do not
-        # share records (tuning_db matches records by kind and device).
-        device = f"{facts.model or cpu_model()}, {facts.isa}, {facts.cores} cores"
-        return BackendInfo(device, compiler_version(), " ".join(self.flags))
+        # share records (tuning_db matches records by kind and device). Earlier versions
+        # stored the model name alone.
+        device = f"{model}, {facts.isa}, {facts.cores} cores"
+        former = (bare_model_name(model),) if bare_model_name(model) != device else ()
+        return BackendInfo(device, compiler_version(), " ".join(self.flags), former)

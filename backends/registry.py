@@ -28,6 +28,9 @@ class BackendInfo:
     device: str     # CPU model or GPU name
     compiler: str   # e.g. "gcc (Debian 12.2.0-14) 12.2.0" or "nvrtc 13.0"
     flags: str      # the flags that change the code
+    #: What earlier versions called this device in the records they stored (for
+    #: ``tuning_db.lookup_best`` to find them, with a warning): less precise names.
+    former_devices: tuple[str, ...] = ()
 
 
 class Backend:

@@ -53,14 +53,25 @@ def active_database() -> Database | None:
     return _ACTIVE.get()
 
 
-def lookup_best(workload_key: str, target_kind: str, device: str | None = None) -> MeasureRecord | None:
+def lookup_best(workload_key: str, target_kind: str, device: str | None = None,
+                former_devices: tuple[str, ...] = ()) -> MeasureRecord | None:
     """The fastest ok record of a workload on a target in the active database, or None.
 
-    ``device`` None matches any device of ``target_kind``.
+    ``device`` None matches any device of ``target_kind``. ``former_devices``: less precise
+    names earlier versions stored the same device under, tried in order when ``device``
+    has no record; one found that way comes with a warning to retune (it may have been
+    measured on another device of that name).
     """
     target = TargetInfo(target_kind, device or "")
     db = _ACTIVE.get()
     best = db.best(workload_key, target) if db is not None else None
+    for former in former_devices if db is not None and best is None and device else ():
+        best = db.best(workload_key, TargetInfo(target_kind, former))
+        if best is not None:
+            warnings.warn(f"using record {best.id} for {workload_key}, stored for {former!r} before devices were "
+                          f"described as {device!r}; it may come from another CPU generation: retune to be sure",
+                          NoTunedConfigWarning, stacklevel=2)
+            return best
     if best is None:
         why = "no tuning database is active" if db is None else f"none in {db.location}"
         message = f"no tuned config for {workload_key} on {target.describe()}; using the default schedule ({why})"

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import platform
-import time
 from dataclasses import dataclass, replace
 
-from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
+from backends import backend_for
 from backends.cpu import cache_dir
 from schedule.targets import Target, parse_target
 from tuning_db.records import default_tool_version
@@ -67,19 +66,19 @@ def describe_node(spec: str, node_id: str) -> NodeInfo:
 
 def compile_source(target: Target, source: str, timeout: float) -> tuple:
     """Compile ``source`` for ``target`` on this node: ``(status, kernel bytes, error,
-    seconds)``. The bytes travel to the measuring actor, which may be on another node."""
-    t0 = time.perf_counter()
-    try:
-        path = backend_for(target).compile_source(source, timeout=timeout)
-        with open(path, "rb") as f:
-            blob = f.read()
-    except BuildTimeout as exc:
-        return Status.TIMEOUT.value, None, str(exc), time.perf_counter() - t0
-    except ResourceLimitError as exc:
-        return Status.INVALID.value, None, str(exc), time.perf_counter() - t0
-    except (BuildError, OSError) as exc:
-        return Status.COMPILE_ERROR.value, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0
-    return Status.OK.value, blob, None, time.perf_counter() - t0
+    seconds)`` (``builder.compile_with_status``). The bytes travel to the measuring actor,
+    which may be on another node."""
+    from ..builder import compile_with_status
+
+    status, artifact, error, seconds = compile_with_status(backend_for(target), source, timeout)
+    blob = None
+    if artifact is not None:
+        try:
+            with open(artifact, "rb") as f:
+                blob = f.read()
+        except OSError as exc:
+            return Status.COMPILE_ERROR.value, None, f"{type(exc).__name__}: {exc}", seconds
+    return status.value, blob, error, seconds
 
 
 def _undo_worker_niceness() -> int:

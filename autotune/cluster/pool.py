@@ -45,9 +45,6 @@ class NodePool:
     def alive(self) -> list[Node]:
         return [n for n in self.nodes if n.alive]
 
-    def by_id(self, node_id: str) -> Node | None:
-        return next((n for n in self.nodes if n.info.node_id == node_id), None)
-
     def mark_lost(self, node: Node, reason: str) -> None:
         node.alive = False
         node.lost_reason = node.lost_reason or reason

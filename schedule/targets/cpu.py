@@ -110,6 +110,16 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+#: Where ``CpuFacts.model`` continues after the model name with the family and model numbers.
+FAMILY_MARK = " (family "
+
+
+def bare_model_name(model: str) -> str:
+    """``CpuFacts.model`` without the family and model numbers: the model name alone, which
+    is all that earlier versions stored as the device."""
+    return model.split(FAMILY_MARK, 1)[0]
+
+
 def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None = None,
                      cores: int | None = None) -> CpuFacts:
     """The facts of the CPU described by ``cpuinfo`` (text of /proc/cpuinfo; None: read it).
@@ -129,7 +139,7 @@ def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None =
     model = _cpuinfo_field(cpuinfo, ("model name", "Model name")) or platform.processor() or platform.machine()
     family, number = _cpuinfo_field(cpuinfo, ("cpu family",)), _cpuinfo_field(cpuinfo, ("model",))
     if family and number:  # a virtual machine may say only "AMD EPYC" for Zen 3 and Zen 4 alike
-        model = f"{model} (family {family}, model {number})"
+        model = f"{model}{FAMILY_MARK}{family}, model {number})"
     return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
                     l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=NATIVE_FLAGS, model=model)
 
