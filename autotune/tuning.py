@@ -212,7 +212,6 @@ class ShareMeasured(TuningCallback):
     def __init__(self, db, target, replayed: "ReplayStored | None" = None):
         self.db, self.target, self.replayed = db, target, replayed
         self.last_id: int | None = None
-        self.shared = 0  # records of other runs handed to the tuner
 
     def on_start(self, loop: TuningLoop) -> None:
         if self.replayed is not None:
@@ -232,7 +231,6 @@ class ShareMeasured(TuningCallback):
         configs, measured = _usable_records(loop.task, others)
         if configs:
             loop.tuner.update(configs, measured)
-            self.shared += len(configs)
 
 
 class TransferWarmStart(TuningCallback):
