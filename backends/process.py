@@ -3,6 +3,7 @@
     proc = run_group([CC, *flags, src, "-o", out], timeout=60)   # CompletedProcess
     kill_running_groups()        # an interrupted caller stops every run_group in flight
     die_with_parent(parent_pid)  # first thing in a child: it dies with its parent
+    die_with(owner_pid)          # ... or with another process than its parent
 
 Why a process group. gcc is a driver: the compiler proper (``cc1``), the assembler and
 the linker are its children. Killing the driver on a timeout leaves them running, their
@@ -18,8 +19,10 @@ signal is sent when the *thread* that started the command ends; ``run_group`` wa
 the command in that thread, so the two end together.
 
 ``die_with_parent`` is the same promise for our own long-lived children (the measuring
-process, the feature workers): on Linux the kernel sends them SIGKILL when the parent
-dies; elsewhere a daemon thread polls ``os.getppid()``.
+process): on Linux the kernel sends them SIGKILL when the parent dies; elsewhere a daemon
+thread polls ``os.getppid()``. ``die_with`` is for a process whose owner is not its parent
+(the feature workers, forked by a fork server): a daemon thread waits on a pidfd of the
+owner (polls where there is none) and exits when the owner does.
 """
 from __future__ import annotations
 
@@ -77,6 +80,40 @@ def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
                          daemon=True).start()
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def die_with(owner_pid: int, poll_s: float = 0.5) -> None:
+    """Make this process exit when ``owner_pid`` (any process, not only its parent) exits,
+    even by SIGKILL; at once if it is already gone."""
+    try:
+        pidfd = os.pidfd_open(owner_pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd here (not Linux, or a kernel before 5.3)
+        pidfd = None
+    threading.Thread(target=_wait_for_owner, args=(owner_pid, pidfd, poll_s), name="die-with-owner",
+                     daemon=True).start()
+
+
+def _wait_for_owner(owner_pid: int, pidfd: int | None, poll_s: float) -> None:
+    if pidfd is not None:
+        import select
+
+        select.select([pidfd], [], [])  # a pidfd turns readable when its process exits
+    else:
+        while _alive(owner_pid):
+            time.sleep(poll_s)
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _watch_parent(parent_pid: int, poll_s: float) -> None:

@@ -22,16 +22,32 @@ PARALLEL_MIN = 32
 _WORKER_TASKS: dict = {}
 
 
-def _start_worker(parent_pid: int) -> None:
+def _worker_context():
+    """The multiprocessing context of the worker pool: "forkserver", its server preloading
+    this module (not the caller's ``__main__``, which need not guard its top level).
+
+    Not "fork": the tuner may run threads that hold locks at the moment of a fork (a Ray
+    driver's gRPC threads, a measuring thread), and a child that inherits such a lock hangs
+    for ever. The server is a fresh single-threaded process; each worker forks from it at
+    once, and it exits when its owner and the workers have.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def _start_worker(tuner_pid: int) -> None:
     """Pool worker set-up: leave Ctrl-C to the tuner, which shuts the pool down, and die
-    with the tuner. A forked worker holds copies of the tuner's pipes (the measuring
-    process's inbox among them): outliving a tuner killed with SIGKILL, it would keep that
-    process waiting, and the caller's stdout open, for ever."""
+    with the tuner. Not with the parent: the worker's parent is the fork server, which lives
+    as long as any worker does (each holds its keep-alive pipe), so the two would wait on
+    each other for ever after a tuner killed with SIGKILL."""
     import signal
 
-    from backends.process import die_with_parent
+    from backends.process import die_with
 
-    die_with_parent(parent_pid)
+    die_with(tuner_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -112,7 +128,7 @@ class FeatureCache:
         """Features of ``configs`` as a (len(configs), FEATURE_DIM) array.
 
         Lowering is the cost (milliseconds per config); when many configs are new and
-        ``workers`` > 1, they are lowered and extracted in a pool of forked processes.
+        ``workers`` > 1, they are lowered and extracted in a pool of processes.
         """
         if not configs:
             return np.zeros((0, FEATURE_DIM), dtype=np.float32)
@@ -124,13 +140,11 @@ class FeatureCache:
     def _extract_in_pool(self, task, configs) -> None:
         t0 = time.perf_counter()
         if self._pool is None:
-            import multiprocessing
             import os
             from concurrent.futures import ProcessPoolExecutor
 
-            # fork: children start at once and never run OpenMP code (they only lower and
-            # extract). Jobs carry the workload's JSON, so a child needs no registry.
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+            # Jobs carry the workload's JSON, so a worker needs no registry.
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=_worker_context(),
                                              initializer=_start_worker, initargs=(os.getpid(),))
         jobs = [(task.dag_json, task.target, c.to_json()) for c in configs]
         chunk = max(1, len(jobs) // (4 * self.workers))

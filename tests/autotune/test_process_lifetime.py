@@ -263,12 +263,45 @@ def test_a_child_whose_parent_is_already_gone_exits_at_once(tmp_path):
     assert proc.returncode == 1 and proc.stdout == ""
 
 
+OWNED = ("import sys, time; from backends.process import die_with; "
+         "die_with(int(sys.argv[1])); print('armed', flush=True); time.sleep(60)")
+
+
+def test_a_process_dies_with_an_owner_that_is_not_its_parent_even_on_sigkill(tmp_path):
+    # The owner starts a middleman that starts the owned process and stays: the owned
+    # process's parent outlives the owner, as a fork server outlives a killed tuner.
+    middleman = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {OWNED!r}, sys.argv[1]])"
+    owner_code = ("import os, subprocess, sys, time; "
+                  f"subprocess.Popen([sys.executable, '-c', {middleman!r}, str(os.getpid())], start_new_session=True); "
+                  "time.sleep(60)")
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], env=child_env(tmp_path),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs: dict[int, tuple[int, str]] = {}
+    try:
+        assert owner.stdout.readline() == "armed\n"
+        procs = descendants(owner.pid)
+        (owned,) = [pid for pid, (_, cmd) in procs.items() if "die_with(" in cmd and "subprocess.run" not in cmd]
+        owner.kill()
+        owner.communicate(timeout=GRACE_S)  # returns only once nobody holds its stdout
+        assert not survivors({owned: procs[owned]})
+    finally:
+        owner.kill()
+        kill_all(procs)
+
+
+def test_a_process_whose_owner_is_already_gone_exits_at_once(tmp_path):
+    code = "from backends.process import die_with; die_with(2 ** 22 + 1); print('alive')"  # above any pid_max
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(tmp_path), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+
+
 # ---------------------------------------------------------------- the tuner killed
 
 
 def test_killed_tuner_leaves_no_process_behind(tmp_path):
-    # xgb (the default) starts a pool of forked feature workers once its model scores many
-    # configs: they hold copies of the tuner's pipes, so the kill waits for them too.
+    # xgb (the default) starts a pool of feature workers once its model scores many configs:
+    # a fork server and the workers forked from it, which must die with the tuner too.
     args = ["matmul", "-M", "16", "-N", "16", "-K", "16", "--batch-size", "4", "--trials", "1000", "--no-anchor",
             "--db", str(tmp_path / "t.db")]
     tuner = subprocess.Popen([sys.executable, "-m", "autotune.cli", *args], cwd=tmp_path, env=child_env(tmp_path),
@@ -280,9 +313,9 @@ def test_killed_tuner_leaves_no_process_behind(tmp_path):
         now, current = time.monotonic(), descendants(tuner.pid)
         seen.update(current)
         commands = [cmd for _, cmd in current.values()]
-        # Forks keep the tuner's command line; the ones about to exec a compiler change it at once.
-        forks = [pid for pid, (_, cmd) in current.items() if "autotune.cli" in cmd]
-        return (any(now - forked_at.setdefault(pid, now) > 0.5 for pid in forks)
+        # The workers keep the fork server's command line: the server and one worker at least.
+        pool = [pid for pid, (_, cmd) in current.items() if "multiprocessing.forkserver" in cmd]
+        return (sum(now - forked_at.setdefault(pid, now) > 0.5 for pid in pool) >= 2
                 and any("autotune.runner_worker" in c for c in commands)
                 and any(c.split(" ", 1)[0].endswith(("gcc", "cc1")) for c in commands))
 

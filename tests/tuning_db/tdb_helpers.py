@@ -45,12 +45,28 @@ def start(db, target: TargetInfo = CPU, workload=MATMUL, tuner: str = "xgb", see
     return db.start_run(key_of(name, params), name, params, target, tuner, seed, 100, "0.1.0")
 
 
+#: How long a child waits for the others at the barrier before the round fails instead of hanging.
+BARRIER_TIMEOUT_S = 120
+
+
+def open_at_the_same_instant(url: str, pool, manager, n_processes: int) -> list[str]:
+    """Open (and create) the database at ``url`` in ``n_processes`` workers of ``pool``,
+    released together by a barrier; each worker's "ok" or error message.
+
+    ``pool`` and ``manager`` come from the "spawn" context: a forked child inherits the
+    threads' locks of the test process (gRPC's, after the cluster tests) and may hang.
+    """
+    barrier = manager.Barrier(n_processes)
+    pending = pool.starmap_async(open_when_released, [(url, barrier)] * n_processes)
+    return pending.get(timeout=2 * BARRIER_TIMEOUT_S)
+
+
 def open_when_released(url: str, barrier) -> str:
     """In a child process: wait at ``barrier``, open (and create) the database at ``url``;
     "ok" or the error's message, for the parent to assert on."""
     from tuning_db import Database
 
-    barrier.wait()
+    barrier.wait(timeout=BARRIER_TIMEOUT_S)
     try:
         Database(url).close()
         return "ok"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tuning_db import Database
-from tdb_helpers import MATMUL, key_of, open_when_released
+from tdb_helpers import MATMUL, key_of, open_at_the_same_instant
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -74,13 +74,12 @@ def test_killed_writer_leaves_every_committed_batch(db_url):
 def test_processes_opening_a_new_file_at_the_same_instant_all_succeed(tmp_path):
     # Switching a new file to WAL is not covered by busy_timeout: SQLite refuses at once
     # while another process switches it. Without the retry about one round in fifteen failed.
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     n_processes, n_rounds = 6, 30
     with context.Manager() as manager, context.Pool(n_processes) as pool:
         for round_ in range(n_rounds):
-            barrier = manager.Barrier(n_processes)
             url = f"sqlite:///{tmp_path / f'fresh{round_}.db'}"
-            outcomes = pool.starmap(open_when_released, [(url, barrier)] * n_processes)
+            outcomes = open_at_the_same_instant(url, pool, manager, n_processes)
             assert outcomes == ["ok"] * n_processes, f"round {round_}: {outcomes}"
             with Database(url) as db:
                 assert db.list_runs() == []

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, make_url, select, text
 import tuning_db
 from tuning_db import Database, DatabaseError, NoDatabaseError
 from tuning_db.models import RecordRow, WorkloadRow
-from tdb_helpers import CPU, MATMUL, key_of, make_record, open_when_released, start
+from tdb_helpers import CPU, MATMUL, key_of, make_record, open_at_the_same_instant, start
 from pg_server import PASSWORD
 
 HERE = Path(__file__).resolve().parent
@@ -130,14 +130,13 @@ def test_two_autotune_runs_share_one_database(postgres_url, tmp_path):
 
 
 def test_processes_creating_the_schema_at_the_same_instant_all_succeed(postgres_server):
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     n_processes, n_rounds = 4, 3
     with context.Manager() as manager, context.Pool(n_processes) as pool:
         for round_ in range(n_rounds):
             name = f"fresh_schema_{round_}"
             url = postgres_server.create_database(name)
-            barrier = manager.Barrier(n_processes)
-            outcomes = pool.starmap(open_when_released, [(url, barrier)] * n_processes)
+            outcomes = open_at_the_same_instant(url, pool, manager, n_processes)
             assert outcomes == ["ok"] * n_processes, f"round {round_}: {outcomes}"
             assert _count(url, "SELECT count(*) FROM meta") == 1
             postgres_server.drop_database(name)
