@@ -53,10 +53,11 @@ def test_autotune_db_may_be_a_url_or_a_path(clean_env, tmp_path):
 
 def test_plain_paths_and_urls(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # "~" must not reach the real home directory
     with Database("relative.db") as db:
         assert db.path == tmp_path / "relative.db"
-    with Database(Path("~/x.db").expanduser().parent / "sub" / "y.db") as db:
-        assert db.path.name == "y.db"
+    with Database("~/sub/y.db") as db:
+        assert db.path == tmp_path / "home" / "sub" / "y.db"
     with Database("sqlite://") as db:           # in memory: nothing on disk, still one database
         assert db.path is None
         db.add_records(start(db), [make_record(0)])
