@@ -4,6 +4,7 @@
     task = autotune.Task("matmul", dict(M=1024, N=1024, K=1024), target="cpu")
     result = autotune.tune(task, trials=1000, tuner="xgb", db=tuning_db.Database())
     result.best_config, result.best_gflops, result.best_so_far(), result.timings
+    autotune.tune(task, db=db, final=autotune.FinalTimingOptions())  # the winner timed again, vs NumPy
     with tuning_db.apply_best(db):
         f = autotune.build(task)          # the best stored schedule, else a default one
     task = autotune.Task.from_tensors([A, x, y], name="my_gemv")   # any expression, registered or not
@@ -24,7 +25,7 @@ _EXPORTS = {
     "TuningLoop": "loop", "TuningCallback": "loop",
     "build": "dispatch", "default_config": "dispatch",
     "MeasureInput": "measure", "MeasureResult": "measure", "STATUSES": "measure", "Status": "measure",
-    "Builder": "measure", "Runner": "measure", "TimingOptions": "runner",
+    "Builder": "measure", "Runner": "measure", "TimingOptions": "runner", "FinalTimingOptions": "final_timing",
     "LocalBuilder": "builder", "LocalRunner": "runner",
     "parse_target": "targets", "register_autotune_parts": "targets", "AutotuneParts": "targets",
     "make_tuner": "tuners",

@@ -234,21 +234,32 @@ def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
 
     The callable is None, with the reason, when the op or its dtype has no fair equivalent.
     """
-    p = task.params
-    make = _NUMPY_EQUIVALENTS.get(task.workload_name)
-    if make is None:
-        return None, f"no anchor: NumPy has no fair equivalent of {task.workload_name}"
-    if p.get("dtype") not in ANCHORED_DTYPES or p.get("out_dtype") not in (None, p.get("dtype")):
-        return None, f"no anchor: NumPy has no BLAS path for {p.get('dtype')} (only {', '.join(ANCHORED_DTYPES)})"
-    inputs = task.workload.random_inputs(seed=0)
-    return make(p, *inputs), ""
+    if not has_numpy_anchor(task):
+        return None, _why_no_numpy_anchor(task.workload_name, task.params)
+    return numpy_equivalent_on(task.workload, task.workload.random_inputs(seed=0)), ""
+
+
+def numpy_equivalent_on(workload, inputs: list[np.ndarray]) -> Callable[[], object] | None:
+    """NumPy's version of ``workload`` (a ``te.Workload``) on the given input arrays, which
+    it only reads (None without a fair equivalent): what the measuring process times next
+    to the candidates, on the candidates' own inputs."""
+    if _why_no_numpy_anchor(workload.name, workload.params):
+        return None
+    return _NUMPY_EQUIVALENTS[workload.name](workload.params, *inputs)
+
+
+def _why_no_numpy_anchor(name: str, params: dict) -> str:
+    """Why ``name`` with ``params`` has no NumPy anchor ("" when it has one)."""
+    if name not in _NUMPY_EQUIVALENTS:
+        return f"no anchor: NumPy has no fair equivalent of {name}"
+    if params.get("dtype") not in ANCHORED_DTYPES or params.get("out_dtype") not in (None, params.get("dtype")):
+        return f"no anchor: NumPy has no BLAS path for {params.get('dtype')} (only {', '.join(ANCHORED_DTYPES)})"
+    return ""
 
 
 def has_numpy_anchor(task) -> bool:
     """Whether ``numpy_gflops`` would measure something (decided without building inputs)."""
-    p = task.params
-    return (task.workload_name in _NUMPY_EQUIVALENTS and p.get("dtype") in ANCHORED_DTYPES
-            and p.get("out_dtype") in (None, p.get("dtype")))
+    return not _why_no_numpy_anchor(task.workload_name, task.params)
 
 
 def numpy_workspace_bytes(task) -> int:

@@ -63,7 +63,12 @@ class TuneResult:
     """The history of a tuning run (replayed records first), its timings and the best trial.
 
     ``timings`` (seconds): ``build_s``, ``run_s``, ``db_s``, ``model_s``, ``search_s``
-    (the tuner's search plus lowering and feature extraction), ``total_s``.
+    (the tuner's search plus lowering and feature extraction), ``total_s``, and with a
+    final timing ``final_s``.
+
+    ``final``: the run's final timing (``autotune.final_timing.FinalFigures``), or None. With
+    one, the best trial is the final winner's and ``best_cost``/``best_gflops`` are its final
+    figure; ``search_best`` is the fastest reading of the search, whichever config it was.
     """
 
     task: Task
@@ -72,11 +77,22 @@ class TuneResult:
     run_id: int | None = None
     transfer_records: int = 0  # records of other workloads the cost model was warm-started from
     resumed_from: int | None = None  # resume: the newest earlier run of the task, which this one continues
+    final: object = None  # autotune.final_timing.FinalFigures
+    final_note: str | None = None  # why a final timing that was asked for did not happen
+
+    @property
+    def search_best(self) -> Trial | None:
+        ok = [t for t in self.history if t.result.ok]
+        return min(ok, key=lambda t: t.result.cost) if ok else None
 
     @property
     def best(self) -> Trial | None:
-        ok = [t for t in self.history if t.result.ok]
-        return min(ok, key=lambda t: t.result.cost) if ok else None
+        winner = self._final_winner()
+        if winner is None:
+            return self.search_best
+        config = self.final.configs[winner]
+        trials = [t for t in self.history if t.result.ok and t.config.hash == config.hash]
+        return min(trials, key=lambda t: t.result.cost) if trials else self.search_best
 
     @property
     def best_config(self) -> Config | None:
@@ -84,7 +100,13 @@ class TuneResult:
 
     @property
     def best_cost(self) -> float:
+        winner = self._final_winner()
+        if winner is not None:
+            return self.final.costs[winner]
         return self.best.result.cost if self.best else math.inf
+
+    def _final_winner(self) -> int | None:
+        return self.final.winner if self.final is not None else None
 
     @property
     def best_gflops(self) -> float | None:

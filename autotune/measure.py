@@ -135,6 +135,12 @@ class Runner:
     def run(self, task, builds: list[BuildResult], best_cost: float | None = None) -> list[MeasureResult]:
         raise NotImplementedError
 
+    def time_final(self, task, builds: list[BuildResult], options):
+        """The final timing of ``builds`` (all built ok) with the target's anchor, in
+        interleaved rounds (``autotune.final_timing``; ``options`` a ``FinalTimingOptions``):
+        an ``InterleavedTimes``. A runner that cannot raises NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} has no final timing")
+
     def close(self) -> None:
         pass
 

@@ -174,6 +174,19 @@ class LocalRunner(Runner):
             return MeasureResult(Status.OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
         return MeasureResult(status, error=payload, build_s=build.build_s, run_s=run_s)
 
+    def time_final(self, task, builds: list[BuildResult], options):
+        """The final timing in the measuring process (``runner_worker``'s "final" message);
+        a crash or hang of it raises RuntimeError: the kernels all measured ok before."""
+        from .targets import require_measurable
+
+        require_measurable(task.target)
+        self._ensure(task)
+        self._send.send(("final", [b.artifact for b in builds], "kernel", vars(options)))
+        status, payload = self._wait(self.timeout * (len(builds) + 1) * options.rounds + self.setup_timeout)
+        if status != Status.OK:
+            raise RuntimeError(f"the final timing failed: {payload}")
+        return payload
+
     def _wait(self, timeout: float):
         """The worker's reply, or a status for a crash or a hang (the worker is then stopped)."""
         deadline = time.monotonic() + timeout

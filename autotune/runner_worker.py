@@ -8,9 +8,12 @@ die_with_parent``), and leaves when its inbox closes. Messages over a pipe:
 
     ("setup", workload_json, seed)          -> ("ready", None)
     ("run", artifact, function, options)    -> (status, payload)
+    ("final", artifacts, function, options) -> (status, payload)
 
-where status is a ``tuning_db.Status``: ok (payload: list of seconds), wrong_answer or
-runtime_error (payload: a message). ``workload_json`` is the task's workload as
+where status is a ``tuning_db.Status``: ok (payload: list of seconds; for "final" an
+``final_timing.InterleavedTimes``), wrong_answer or runtime_error (payload: a message).
+"final" times the given kernels and the anchor (NumPy's version of the workload, on the
+same inputs) in interleaved rounds (``final_timing``). ``workload_json`` is the task's workload as
 ``te.serialize`` writes it (``Workload.dag_json``): the DAG is rebuilt from it here, never
 looked up by name, so workloads registered in the user's script, or made from tensors,
 measure like the library's.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import statistics
 import time
 import traceback
 
@@ -45,6 +49,7 @@ class _Workspace:
         from .verify import reduction_length
 
         wl = te.workload_from_json(workload_json)
+        self.workload = wl
         self.inputs = wl.random_inputs(seed)
         self.references = wl.reference(*self.inputs)
         self.reduction = reduction_length(wl.outputs)
@@ -87,6 +92,49 @@ def _run(ws: _Workspace, artifact: str, function: str, options: dict):
         _dlclose(lib)
 
 
+def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
+    """Verify each kernel once, then time them with the anchor in interleaved rounds."""
+    from .anchor import numpy_equivalent_on
+    from .final_timing import interleaved_rounds
+    from .verify import mismatch
+
+    libs = [ctypes.CDLL(path) for path in artifacts]
+    try:
+        arrays = ws.inputs + ws.outputs
+        ptrs = [a.ctypes.data for a in arrays]
+        kernels = []
+        for lib in libs:
+            fn = getattr(lib, function)
+            fn.argtypes = [ctypes.c_void_p] * len(arrays)
+            fn.restype = None
+            kernels.append(fn)
+        verified: set[int] = set()
+
+        def one_round(fn, args) -> float:
+            return statistics.median(time_round(fn, args, min_repeats=options["min_repeats"],
+                                                max_repeats=options["max_repeats"], min_time=options["min_time"],
+                                                flush=ws.flush))
+
+        def time_candidate(i: int) -> float:
+            if i not in verified:
+                ws.reset_outputs()
+                kernels[i](*ptrs)
+                for out, ref in zip(ws.outputs, ws.references):
+                    problem = mismatch(out, ref, ws.reduction)
+                    if problem is not None:
+                        raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
+                verified.add(i)
+            return one_round(kernels[i], ptrs)
+
+        anchor = numpy_equivalent_on(ws.workload, ws.inputs)
+        time_anchor = (lambda: one_round(anchor, ())) if anchor is not None else None
+        return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
+                                             pause=options["pause"])
+    finally:
+        for lib in libs:
+            _dlclose(lib)
+
+
 def _dlclose(lib) -> None:
     try:
         import _ctypes
@@ -111,6 +159,8 @@ def serve(inbox, outbox) -> None:
                 outbox.send(("ready", None))
             elif kind == "run":
                 outbox.send(_run(workspace, *message[1:]))
+            elif kind == "final":
+                outbox.send(_final(workspace, *message[1:]))
             elif kind == "exit":
                 return
         except Exception:  # a failure of this candidate, reported, never fatal

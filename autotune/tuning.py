@@ -35,6 +35,7 @@ from tuning_db.records import default_tool_version
 from . import targets
 from .builder import LocalBuilder
 from .features import FeatureCache
+from .final_timing import FinalTimingOptions, final_timing, pick_candidates, store_final
 from .loop import Progress, ProgressCallback, Trial, TuneResult, TuningCallback, TuningLoop
 from .measure import Builder, MeasureResult, Runner, Status
 from .runner import TimingOptions
@@ -73,6 +74,7 @@ def tune(
     timing: TimingOptions | None = None,
     executor=None,
     share: bool = True,
+    final: FinalTimingOptions | None = None,
 ) -> TuneResult:
     """Tune ``task`` for ``trials`` measurements and return the history and the best config.
 
@@ -100,6 +102,13 @@ def tune(
     its ``measurers`` replace the local builder and runner, and its ``describe`` is the
     target stored with the run (each record keeps the host that measured it). The
     caller closes it; one executor serves many runs.
+
+    ``final`` (a ``FinalTimingOptions``; the command line's default) times the run's fastest
+    configs again at the end, interleaved with the anchor (``autotune.final_timing``): the
+    winner and its figure become ``result.best`` and ``result.best_gflops``, and with a
+    ``db`` they are stored as a run of tuner "final", which ``apply_best`` prefers. A runner
+    without a final timing (a cluster's, for now) leaves the search's best, saying why in
+    ``result.final_note``.
     """
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
@@ -133,12 +142,38 @@ def tune(
                       early_stopping=early_stopping, callbacks=steps, features=features)
     try:
         loop.run()
+        if final is not None and final.candidates and loop.status == "finished":
+            _run_final_timing(loop.result, builder, runner, final, db, target)
     finally:
         if own_runner:
             runner.close()
         features.close()
         loop.result.timings["total_s"] = time.perf_counter() - t_start
     return loop.result
+
+
+def _run_final_timing(result: TuneResult, builder, runner, options: FinalTimingOptions, db, target) -> None:
+    """The final timing of ``result``'s fastest configs (``autotune.final_timing``), stored
+    with ``db``; a runner that cannot, or a failure, leaves the search's best and the reason."""
+    candidates = pick_candidates(result.history, options.candidates)
+    if not candidates:
+        return
+    t0 = time.perf_counter()
+    try:
+        figures = final_timing(result.task, builder, runner, candidates, options)
+    except (NotImplementedError, RuntimeError) as exc:
+        result.final_note = f"no final timing: {exc}"
+        return
+    finally:
+        result.timings["final_s"] = time.perf_counter() - t0
+    result.final = figures
+    if figures.winner is None:
+        result.final_note = "no final timing: every candidate failed in it (" + "; ".join(figures.errors.values()) + ")"
+        return
+    if db is not None:
+        t1 = time.perf_counter()
+        store_final(db, result.task, target, figures, TOOL_VERSION)
+        result.timings["db_s"] = result.timings.get("db_s", 0.0) + time.perf_counter() - t1
 
 
 # ---------------------------------------------------------------- the database's callbacks

@@ -23,13 +23,13 @@ import importlib
 from .errors import DatabaseError, NoDatabaseError, RecordFormatError
 from .liveness import STALE_AFTER, run_state
 from .records import (
-    ERROR_STATUSES, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, MeasureRecord, RunInfo, Status, TargetInfo,
+    ERROR_STATUSES, FINAL_TUNER, MAX_ERROR_CHARS, RUN_STATUSES, STATUSES, MeasureRecord, RunInfo, Status, TargetInfo,
     TargetSummary, WorkloadSummary, check_target_kind, config_hash,
 )
 
 __all__ = [
     "Database", "DatabaseError", "NoDatabaseError", "RecordFormatError", "MeasureRecord", "TargetInfo", "RunInfo",
-    "WorkloadSummary", "TargetSummary", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "Status",
+    "WorkloadSummary", "TargetSummary", "FINAL_TUNER", "STATUSES", "ERROR_STATUSES", "RUN_STATUSES", "Status",
     "check_target_kind", "run_state", "STALE_AFTER",
     "MAX_ERROR_CHARS", "SCHEMA_VERSION", "config_hash", "apply_best", "lookup_best", "active_database",
     "NoTunedConfigWarning", "ENV_VAR", "default_path", "resolve_url",

@@ -53,7 +53,7 @@ from .liveness import run_state, this_host
 from .location import describe, prepare_sqlite_file, require_sqlite_file, resolve_url, sqlite_file
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
 from .records import (
-    ERROR_STATUSES, MeasureRecord, RunInfo, TargetInfo, TargetSummary, WorkloadSummary,
+    ERROR_STATUSES, FINAL_TUNER, MeasureRecord, RunInfo, TargetInfo, TargetSummary, WorkloadSummary,
     check_run_status, default_tool_version, utc_now,
 )
 from .rows import TargetFilter
@@ -156,11 +156,12 @@ class Database:
                   tuner: str, seed: int | None, trials_requested: int,
                   tool_version: str | None = None, *, resumed_from: int | None = None,
                   baseline_gflops: float | None = None, dag_json: str | None = None,
-                  dag_hash: str | None = None) -> int:
+                  dag_hash: str | None = None, anchor_gflops: float | None = None) -> int:
         """Open a tuning run (status "running") of this process, creating the workload and target
         rows if new. A resumed run names the run it continues and the best GFLOP/s stored before
         it (``best_so_far`` starts from it). ``dag_json`` (with its ``dag_hash``) is the
-        workload's DAG as te.serialize JSON, stored with the workload unless it has one already."""
+        workload's DAG as te.serialize JSON, stored with the workload unless it has one already.
+        ``anchor_gflops``: a final timing run's anchor figure (``autotune.final_timing``)."""
         if not isinstance(target, TargetInfo):
             raise ValueError(f"start_run needs a TargetInfo, got {target!r}")
         if not isinstance(params, dict):
@@ -178,7 +179,8 @@ class Database:
                          tool_version=tool_version or default_tool_version(),
                          started_at=now, finished_at=None, status="running",
                          pid=os.getpid(), host=this_host(), heartbeat_at=now,
-                         resumed_from=resumed_from, baseline_gflops=baseline_gflops)
+                         resumed_from=resumed_from, baseline_gflops=baseline_gflops,
+                         anchor_gflops=anchor_gflops)
             s.add(run)
             s.flush()
             return run.id
@@ -266,16 +268,22 @@ class Database:
     # ------------------------------------------------------------------ best records
 
     def best(self, workload_key: str, target: TargetFilter = None) -> MeasureRecord | None:
-        """The ok record with the lowest median time, or None."""
+        """The ok record with the lowest median time, one of a final timing first (``top_k``),
+        or None."""
         top = self.top_k(workload_key, 1, target)
         return top[0] if top else None
 
     def top_k(self, workload_key: str, k: int, target: TargetFilter = None) -> list[MeasureRecord]:
-        """The ``k`` fastest ok records, fastest first (failures never rank)."""
+        """The ``k`` fastest ok records, fastest first (failures never rank). Records of final
+        timing runs (tuner ``FINAL_TUNER``) rank before all others: each was timed again,
+        next to the anchor, after its run's search had kept the best of many noisy readings
+        (``autotune.final_timing``), so it is the figure a user can reproduce."""
+        final_first = case((RunRow.tuner == FINAL_TUNER, 0), else_=1)
         query = (rows.select_records()
+                 .join(RunRow, RecordRow.run_id == RunRow.id)
                  .where(WorkloadRow.key == workload_key, RecordRow.status == "ok",
                         *rows.target_conditions(target))
-                 .order_by(RecordRow.median_s, RecordRow.id).limit(k))
+                 .order_by(final_first, RecordRow.median_s, RecordRow.id).limit(k))
         with self._reading() as s:
             return [rows.to_record(*row) for row in s.execute(query)]
 
@@ -334,7 +342,7 @@ class Database:
                         finished_at=run.finished_at, status=run.status,
                         n_records=n, n_ok=int(n_ok), best_gflops=best, pid=run.pid, host=run.host,
                         heartbeat_at=run.heartbeat_at, resumed_from=run.resumed_from,
-                        baseline_gflops=run.baseline_gflops)
+                        baseline_gflops=run.baseline_gflops, anchor_gflops=run.anchor_gflops)
                 for run, wl, tg, n, n_ok, best in s.execute(query)
             ]
 
@@ -368,14 +376,20 @@ class Database:
 
     # ------------------------------------------------------------------ for the tuner
 
-    def records_for_task(self, workload_key: str, target: TargetFilter,
-                         after_id: int | None = None) -> list[MeasureRecord]:
+    def records_for_task(self, workload_key: str, target: TargetFilter, after_id: int | None = None,
+                         include_final: bool = False) -> list[MeasureRecord]:
         """Every record (failures included) of a workload on a target, oldest first; with
-        ``after_id``, only those stored after that record (what others added since)."""
+        ``after_id``, only those stored after that record (what others added since).
+
+        Final timing runs' records (configs measured again after a search) are left out
+        unless ``include_final``: resuming, sharing and replaying want what searches measured."""
         conditions = [WorkloadRow.key == workload_key, *rows.target_conditions(target)]
         if after_id is not None:
             conditions.append(RecordRow.id > after_id)
-        query = rows.select_records().where(*conditions).order_by(RecordRow.id)
+        if not include_final:
+            conditions.append(RunRow.tuner != FINAL_TUNER)
+        query = (rows.select_records().join(RunRow, RecordRow.run_id == RunRow.id)
+                 .where(*conditions).order_by(RecordRow.id))
         with self._reading() as s:
             return [rows.to_record(*row) for row in s.execute(query)]
 
@@ -390,11 +404,13 @@ class Database:
 
     def records_similar(self, workload_name: str, target: TargetFilter, exclude_key: str | None = None,
                         limit: int = 10_000) -> list[MeasureRecord]:
-        """Newest records of other workloads of the same op on the target (to warm-start a model)."""
-        conditions = [WorkloadRow.name == workload_name, *rows.target_conditions(target)]
+        """Newest records of other workloads of the same op on the target (to warm-start a model),
+        final timing runs' records left out (they repeat configs their searches measured)."""
+        conditions = [WorkloadRow.name == workload_name, RunRow.tuner != FINAL_TUNER, *rows.target_conditions(target)]
         if exclude_key is not None:
             conditions.append(WorkloadRow.key != exclude_key)
-        query = rows.select_records().where(*conditions).order_by(RecordRow.id.desc()).limit(limit)
+        query = (rows.select_records().join(RunRow, RecordRow.run_id == RunRow.id)
+                 .where(*conditions).order_by(RecordRow.id.desc()).limit(limit))
         with self._reading() as s:
             return [rows.to_record(*row) for row in s.execute(query)]
 

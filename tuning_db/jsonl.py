@@ -4,7 +4,7 @@
      "workload": {"key": ..., "name": ..., "params": {...}},
      "target": {"kind": ..., "device": ..., "compiler": ..., "flags": ..., "host": ...},
      "run": {"tuner": ..., "seed": ..., "trials_requested": ..., "tool_version": ...,
-             "started_at": ..., "finished_at": ..., "status": ...},
+             "started_at": ..., "finished_at": ..., "status": ..., "anchor_gflops": ...},
      "trial": 0, "config": {...}, "config_hash": ..., "status": "ok", "costs": [...],
      "median_s": ..., "spread": ..., "gflops": ..., "build_s": ..., "run_s": ...,
      "error": null, "created_at": "2025-01-01T12:00:00.123456+00:00", "tool_version": ...}
@@ -64,6 +64,7 @@ def record_to_json(record: MeasureRecord, run: RunRow, dag_json: str | None = No
             "tool_version": run.tool_version, "started_at": run.started_at.isoformat(),
             "finished_at": run.finished_at.isoformat() if run.finished_at else None,
             "status": run.status,
+            "anchor_gflops": run.anchor_gflops,  # a final timing run's anchor; optional on import
         },
     }
     line.update({name: getattr(record, name) for name in _RECORD_FIELDS})
@@ -98,6 +99,7 @@ class _RunFields:
     started_at: datetime | None
     finished_at: datetime | None
     status: str
+    anchor_gflops: float | None = None
 
 
 def import_jsonl(db, source: str | os.PathLike | IO[str]) -> int:
@@ -171,7 +173,7 @@ class _Importer:
             run = RunRow(workload_id=wl.id, target_id=tg.id, tuner=f.tuner, seed=f.seed,
                          trials_requested=f.trials_requested, tool_version=f.tool_version,
                          started_at=f.started_at or first.created_at, finished_at=f.finished_at,
-                         status=f.status)
+                         status=f.status, anchor_gflops=f.anchor_gflops)
             self.s.add(run)
             self.s.flush()
         self.runs[key] = run
@@ -229,6 +231,9 @@ def _run_fields(run: dict, record: MeasureRecord) -> _RunFields:
     seed = run.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"field 'run.seed' must be an integer or null, got {seed!r}")
+    anchor = run.get("anchor_gflops")
+    if anchor is not None and (isinstance(anchor, bool) or not isinstance(anchor, (int, float)) or anchor <= 0):
+        raise ValueError(f"field 'run.anchor_gflops' must be a positive number or null, got {anchor!r}")
     return _RunFields(
         tuner=str(run.get("tuner", "imported")),
         seed=seed,
@@ -237,6 +242,7 @@ def _run_fields(run: dict, record: MeasureRecord) -> _RunFields:
         started_at=_timestamp(started, "run.started_at") if started is not None else None,
         finished_at=_timestamp(finished, "run.finished_at") if finished is not None else None,
         status=check_run_status(run.get("status", "finished")),
+        anchor_gflops=None if anchor is None else float(anchor),
     )
 
 

@@ -33,7 +33,7 @@ from .records import RUN_STATUSES, STATUSES, canonical_json
 #   2  tuning_runs: pid, host, heartbeat_at (stale-run detection), resumed_from, baseline_gflops
 #   3  workloads: dag_json, dag_hash, dag_stored_at (the workload's DAG, so any process can rebuild it)
 #   4  records: the status "worker_lost" (a build or measurement whose machine went away)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class JSONText(TypeDecorator):
@@ -145,6 +145,9 @@ class RunRow(Base):
     # (its best-so-far curve starts there). A plain id, not a foreign key: added by ALTER TABLE.
     resumed_from: Mapped[int | None] = mapped_column(Integer)
     baseline_gflops: Mapped[float | None] = mapped_column(Double)
+    # Since version 5: a final timing run (tuner "final"): the anchor's GFLOP/s, timed in the
+    # same interleaved rounds as the run's records (None without an anchor, and on other runs).
+    anchor_gflops: Mapped[float | None] = mapped_column(Double)
 
 
 class RecordRow(Base):

@@ -49,6 +49,8 @@ class Status(str, Enum):
 STATUSES = tuple(s.value for s in Status)
 ERROR_STATUSES = STATUSES[1:]
 RUN_STATUSES = ("running", "finished", "interrupted")
+#: The tuner name of a final timing run (``autotune.final_timing``): its records rank first.
+FINAL_TUNER = "final"
 
 # Compiler logs can be megabytes; the head (first error) and the tail (summary) are kept.
 MAX_ERROR_CHARS = 4096
@@ -261,6 +263,7 @@ class RunInfo:
     heartbeat_at: datetime | None = None   # renewed with every stored batch
     resumed_from: int | None = None        # the run a resumed run continues
     baseline_gflops: float | None = None   # a resumed run: the best stored before it began
+    anchor_gflops: float | None = None     # a final timing run: the anchor, timed with its records
 
     def state(self, **kwargs) -> str:
         """The status, or "stale" for a "running" run whose process is gone (``liveness.run_state``,

@@ -67,6 +67,11 @@ def _v3_to_v4(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE records ADD CONSTRAINT ck_records_status CHECK ({check})"))
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """Final timing runs keep the anchor's GFLOP/s measured with them."""
+    _add_columns(conn, "tuning_runs", {"anchor_gflops": Double()})
+
+
 def _replace_sqlite_check(conn: Connection, table: str, name: str, check: str) -> None:
     """Give ``table``'s CHECK constraint ``name`` the condition ``check``, in place.
 
@@ -91,7 +96,7 @@ def _replace_sqlite_check(conn: Connection, table: str, name: str, check: str) -
 
 
 # MIGRATIONS[v] upgrades a version-v database to version v+1.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:

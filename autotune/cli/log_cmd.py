@@ -136,7 +136,9 @@ def runs_cmd(db_url, workload, target, as_json):
     """List tuning runs, oldest first, with counts and best GFLOP/s.
 
     Each run with its workload, target, tuner, seed, status, records stored, trials
-    requested, ok records, best GFLOP/s, start and last stored batch.
+    requested, ok records, best GFLOP/s, start and last stored batch. A run of tuner
+    "final" holds the final timing of the run before it (its fastest configs timed again,
+    interleaved with the anchor) and the anchor's GFLOP/s from those rounds.
 
     A run whose process was killed still says "running" in the database; it is listed
     as "stale" (its process is gone from this host, or, run elsewhere, it has stored
@@ -148,9 +150,9 @@ def runs_cmd(db_url, workload, target, as_json):
     with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload) if workload else None
         _report(["id", "workload", "target", "tuner", "seed", "status", "records", "requested", "ok",
-                 "best GFLOP/s", "started", "last stored"],
+                 "best GFLOP/s", "started", "last stored", "anchor GFLOP/s"],
                 [[r.id, r.workload_key, r.target.describe(), r.tuner, r.seed, r.state(), r.n_records,
-                  r.trials_requested, r.n_ok, r.best_gflops, r.started_at, r.heartbeat_at]
+                  r.trials_requested, r.n_ok, r.best_gflops, r.started_at, r.heartbeat_at, r.anchor_gflops]
                  for r in db.list_runs(key, target)], as_json)
 
 
@@ -164,7 +166,8 @@ def runs_cmd(db_url, workload, target, as_json):
 def top_cmd(db_url, workload, target, k, as_json, legacy_key):
     """The k fastest records of a workload, fastest first.
 
-    The JSON document is {"workload": KEY, "records": [...]}.
+    Records of final timings (runs of tuner "final") rank before the others: they are
+    the figures apply_best goes by. The JSON document is {"workload": KEY, "records": [...]}.
 
     Example: autotune log top --workload matmul -k 5 --target cpu
     """

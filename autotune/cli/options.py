@@ -243,6 +243,10 @@ def tuning_options(fn: Callable) -> Callable:
                      help="Measuring rounds per batch; each candidate near the best keeps its fastest "
                           "(a shared machine's slow-downs outlast one measurement). 1 is faster on a "
                           "quiet, dedicated machine."),
+        click.option("--final", "final", type=click.IntRange(min=0), default=5, show_default=True, metavar="N",
+                     help="At the end, time the N fastest configs again, in interleaved rounds with the "
+                          "anchor; the winner by that timing is reported and stored, and apply_best uses "
+                          "it. 0: report the best reading of the search."),
         click.option("--resume", is_flag=True,
                      help="Continue from the records stored for this workload and target."),
         click.option("--share/--no-share", default=True, show_default=True,

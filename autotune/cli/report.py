@@ -116,17 +116,38 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
     if result.transfer_records:
         lines.append(f"model:    warm-started from {result.transfer_records} records of other {task.workload_name} shapes")
     best = result.best
+    final = result.final if result.final is not None and result.final.winner is not None else None
     if best is None:
         lines.append("best:     no trial succeeded (see `autotune log errors`)")
+    elif final is not None:
+        searched = result.search_best
+        lines.append(f"best:     {_gflops(result.best_gflops)} GFLOP/s ({_ms(result.best_cost)}), config "
+                     f"{best.config.hash} (trial {best.index}): the final timing's median of {_rounds(final)}")
+        lines.append(f"          the search's best reading: {_gflops(searched.result.gflops(task.flops))} GFLOP/s, "
+                     f"trial {searched.index}")
+        lines += _final_lines(final)
     else:
         lines.append(f"best:     {_gflops(result.best_gflops)} GFLOP/s ({_ms(best.result.median_s)}), "
                      f"trial {best.index}, config {best.config.hash}")
+        if result.final_note:
+            lines.append(f"          {result.final_note}")
+    if best is not None:
         decisions, lowered = explain_config(task, best.config)
         lines.append("          decisions (what the config asks for):")
         lines += ["            " + line for line in decisions]
         lines += _block("lowered:", lowered)
     if anchor.get("gflops") is None:
         lines.append(f"anchor:   {anchor.get('why', 'no anchor')}")
+    elif final is not None and final.anchor_cost:
+        lines.append(f"anchor:   {anchor['name']} {_gflops(final.anchor_gflops)} GFLOP/s; ratio "
+                     f"{final.ratio(final.winner):.3g}x (medians of the final timing's {_rounds(final)}, "
+                     f"each timing the anchor too)")
+        if anchor.get("before") is not None:
+            lines.append(f"          before tuning: {_gflops(anchor['before'])} GFLOP/s (its fastest round)")
+        if anchor.get("warning"):
+            lines.append(f"          warning: {anchor['warning']}")
+        if anchor.get("blas"):
+            lines.append(f"          BLAS {anchor['blas']}")
     else:
         ratio = f"; ratio {result.best_gflops / anchor['gflops']:.3g}x" if best is not None else ""
         lines.append(f"anchor:   {anchor['name']} {_gflops(anchor['gflops'])} GFLOP/s{ratio}")
@@ -143,6 +164,26 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
             ("build", "build_s"), ("run", "run_s"), ("model", "model_s"), ("search", "search_s"),
             ("database", "db_s"), ("total", "total_s")))
     )
+    return lines
+
+
+def _rounds(final) -> str:
+    n = max((len(r) for r in final.round_costs), default=0)
+    return f"{n} interleaved round{'s' if n != 1 else ''}"
+
+
+def _final_lines(final) -> list[str]:
+    """One line per config of the final timing: its search reading, its final figure."""
+    lines = []
+    for i, config in enumerate(final.configs):
+        searched = _gflops(final.flops / final.search_costs[i] / 1e9)
+        if final.costs[i] is None:
+            now = f"failed: {final.errors.get(i, 'no timing')}"
+        else:
+            ratio = final.ratio(i)
+            now = f"{_gflops(final.gflops(i))} GFLOP/s" + (f" ({ratio:.3g}x the anchor)" if ratio else "")
+        mark = "*" if i == final.winner else " "
+        lines.append(("final:    " if i == 0 else "          ") + f"{mark} {config.hash}  searching {searched}, now {now}")
     return lines
 
 

@@ -272,6 +272,18 @@ def anchor_report(before, after) -> dict:
     return found
 
 
+def _anchor_after(task, timing, before, result):
+    """The anchor's figure after tuning: the final timing's (measured next to the candidates)
+    when it timed the anchor, else measured here now; or why there is none."""
+    if not isinstance(before, anchors.AnchorFigure):
+        return before
+    final = result.final
+    if final is not None and final.anchor_rounds:
+        return anchors.AnchorFigure(final.anchor_name, tuple(task.flops / s / 1e9 for s in final.anchor_rounds),
+                                    before.blas)
+    return measure_anchor(task, timing)
+
+
 def run_tuning(op: str, params: dict, **options) -> None:
     """Tune registered workload ``op`` with ``params`` (an op command)."""
     tune_task(lambda target: Task(op, params, target), **options)
@@ -280,7 +292,7 @@ def run_tuning(op: str, params: dict, **options) -> None:
 def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,
               seed: int, timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
               transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False, share: bool = True,
-              cluster: str | None = None) -> None:
+              cluster: str | None = None, final: int = 5) -> None:
     """One tuning session of the task ``make_task(target spec)`` with the tuning options."""
     if cluster is not None and not print_passes:
         with _connect_cluster(cluster, target) as executor:
@@ -288,11 +300,11 @@ def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tun
             _tune_task(make_task, executor=executor, trials=trials, target=str(executor.target()), tuner=tuner,
                        db_url=db_url, seed=seed, timeout=timeout, rounds=rounds, resume=resume,
                        early_stopping=early_stopping, batch_size=batch_size, transfer=transfer,
-                       anchor=anchor_note if anchor else False, progress=progress, share=share)
+                       anchor=anchor_note if anchor else False, progress=progress, share=share, final=final)
         return
     _tune_task(make_task, trials=trials, target=target, tuner=tuner, db_url=db_url, seed=seed, timeout=timeout,
                rounds=rounds, resume=resume, early_stopping=early_stopping, batch_size=batch_size, transfer=transfer,
-               anchor=anchor, progress=progress, print_passes=print_passes, share=share)
+               anchor=anchor, progress=progress, print_passes=print_passes, share=share, final=final)
 
 
 def _connect_cluster(address: str, target: str):
@@ -314,9 +326,10 @@ def _connect_cluster(address: str, target: str):
 def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,
                seed: int, timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
                transfer: bool, anchor: bool | str, progress: bool | None, print_passes: bool = False,
-               share: bool = True, executor=None) -> None:
+               share: bool = True, executor=None, final: int = 5) -> None:
     """``tune_task`` here (``executor`` None) or on a cluster; ``anchor`` may be the reason
     there is none."""
+    from ..final_timing import FinalTimingOptions
     from ..runner import TimingOptions
 
     chosen, note = targets.resolve(target)  # "auto": the best kind measurable here
@@ -344,15 +357,15 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
             with _sigterm_as_interrupt():
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
                               batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
-                              transfer=transfer, timing=timing, share=share, executor=executor)
+                              transfer=transfer, timing=timing, share=share, executor=executor,
+                              final=FinalTimingOptions(candidates=final) if final else None)
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "
                        f"{db.location}; rerun with --resume to continue", err=True)
             raise SystemExit(130) from None
         bar.close()
-        found = anchor_report(before, measure_anchor(task, timing) if isinstance(before, anchors.AnchorFigure)
-                              else before)
+        found = anchor_report(before, _anchor_after(task, timing, before, result))
         if found.get("warning"):
             click.echo(f"warning: {found['warning']}", err=True)
         where = targets.describe(task.target) if executor is None else executor.describe(task.target)

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-#: The smallest tuning run worth the name: tiny shapes, a few small batches, random search.
+#: The smallest tuning run worth the name: tiny shapes, a few small batches, random search,
+#: no final timing (which stores a run of its own; tests/cli/test_cli_final.py covers it).
 MATMUL_KEY = 'matmul{"K":16,"M":16,"N":16,"dtype":"float32","out_dtype":null,"transpose_a":false,"transpose_b":false}'
-TINY_MATMUL = ["matmul", "-M", "16", "-N", "16", "-K", "16", "--tuner", "random", "--batch-size", "4"]
+TINY_MATMUL = ["matmul", "-M", "16", "-N", "16", "-K", "16", "--tuner", "random", "--batch-size", "4", "--final", "0"]
 
 
 def cli_env(root: Path, **extra: str) -> dict[str, str]:

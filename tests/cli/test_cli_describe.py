@@ -84,7 +84,7 @@ def test_tuning_report_describes_the_best_configs_lowered_code():
     best = SimpleNamespace(config=Config.from_json({"sketch": "cpu-v1", "values": ONE_ITERATION_OUTER}), index=3,
                            result=SimpleNamespace(median_s=1e-5, ok=True))
     result = SimpleNamespace(history=[best], run_id=None, transfer_records=0, best=best, best_gflops=0.8,
-                             timings={})
+                             timings={}, final=None, final_note=None)
     target = SimpleNamespace(describe=lambda: "test-cpu", compiler="")
     lines = summary_lines(task, target, result, SimpleNamespace(location="test.db"), {"why": "no anchor"})
     text = "\n".join(lines)

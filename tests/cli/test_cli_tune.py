@@ -65,7 +65,7 @@ def test_progress_bar_goes_to_stderr(tuned):
 
 
 def test_op_without_a_fair_numpy_equivalent_says_no_anchor(cli):
-    proc = cli.run("softmax", "--shape", "4,32", "--trials", "4", "--batch-size", "4", "--tuner", "random")
+    proc = cli.run("softmax", "--shape", "4,32", "--trials", "4", "--batch-size", "4", "--tuner", "random", "--final", "0")
     assert re.search(r"^anchor: +no anchor: NumPy has no fair equivalent of softmax$", proc.stdout, re.M)
     with tuning_db.Database(cli.db) as db:
         (workload,) = db.list_workloads()
@@ -84,7 +84,7 @@ def test_database_location_follows_env_then_xdg(cli):
 
 def test_transfer_warm_starts_from_another_shape(cli):
     cli.run("matmul", "-M", "24", "-N", "24", "-K", "24", "--trials", "8", "--batch-size", "8",
-            "--tuner", "random", "--no-anchor")
+            "--tuner", "random", "--no-anchor", "--final", "0")
     proc = cli.run("matmul", "-M", "16", "-N", "16", "-K", "16", "--trials", "8", "--batch-size", "8",
                    "--transfer", "--no-anchor")
     assert re.search(r"^model: +warm-started from 8 records of other matmul shapes$", proc.stdout, re.M)

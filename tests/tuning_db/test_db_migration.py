@@ -36,7 +36,7 @@ def _version(path: Path) -> str:
 
 def test_the_fixture_is_version_1_and_every_later_version_has_a_migration(v1_file):
     assert _version(v1_file) == "1"
-    assert tuning_db.SCHEMA_VERSION == 4 and set(MIGRATIONS) == {1, 2, 3}
+    assert tuning_db.SCHEMA_VERSION == 5 and set(MIGRATIONS) == {1, 2, 3, 4}
 
 
 def test_a_version_1_file_opens_with_its_runs_and_records(v1_file):
@@ -50,7 +50,7 @@ def test_a_version_1_file_opens_with_its_runs_and_records(v1_file):
     with sqlite3.connect(v1_file) as con:
         columns = {row[1] for row in con.execute("PRAGMA table_info(tuning_runs)")}
         workload_columns = {row[1] for row in con.execute("PRAGMA table_info(workloads)")}
-    assert {"pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops"} <= columns
+    assert {"pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops", "anchor_gflops"} <= columns
     assert {"dag_json", "dag_hash", "dag_stored_at"} <= workload_columns
 
 

@@ -1,0 +1,195 @@
+"""The final timing: the figure a run reports is one the user can reproduce.
+
+    figures = final_timing(task, builder, runner, configs)   # the run's fastest configs
+    figures.winner, figures.gflops(i), figures.ratio(i)      # ratio: against the anchor
+
+Why. The best of a thousand noisy measurements, each keeping its fastest round, is biased
+upwards (the winner's curse): the kernel that tops the search is often one that was timed
+during a lucky stretch. Rebuilt later through ``apply_best`` and timed next to NumPy, it
+runs slower than the run said. So at the end of a run the fastest few configs are timed
+again, together, in the measuring process, in ``rounds`` rounds interleaved with the
+anchor (NumPy on the CPU): every round times the anchor and each candidate once, forward
+then backward, so that a burst of load hits them alike. A candidate's figure is the
+median of its round medians (not the fastest round: that is the lucky reading again);
+the anchor's likewise. The winner is the fastest by that figure, and the database stores
+it as a run of its own (tuner ``"final"``, the anchor's GFLOP/s on the run), which
+``Database.best`` and ``apply_best`` rank above measurements taken while searching.
+
+``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
+drive); the measuring process (``runner_worker``) runs it on real kernels.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from schedule.config import Config
+from tuning_db.records import FINAL_TUNER
+
+from .measure import MeasureInput, Status
+
+
+@dataclass(frozen=True)
+class FinalTimingOptions:
+    """How the final timing measures: the ``candidates`` fastest distinct configs of the
+    run, ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
+    ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds."""
+
+    candidates: int = 5
+    rounds: int = 5
+    min_time: float = 0.1
+    min_repeats: int = 5
+    max_repeats: int = 100
+    pause: float = 0.2
+
+    def __post_init__(self):
+        if not isinstance(self.candidates, int) or self.candidates < 0:
+            raise ValueError(f"FinalTimingOptions.candidates must be an int >= 0, got {self.candidates!r}")
+        if not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ValueError(f"FinalTimingOptions.rounds must be an int >= 1, got {self.rounds!r}")
+
+
+@dataclass
+class InterleavedTimes:
+    """Round medians (seconds) of each candidate and of the anchor, in the order of rounds;
+    ``errors`` maps a candidate that failed in some round to why (it has no figure)."""
+
+    candidates: list[list[float]]
+    anchor: list[float] | None
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anchor: Callable[[], float] | None,
+                       rounds: int, *, pause: float = 0.0, sleep: Callable[[float], object] = time.sleep,
+                       ) -> InterleavedTimes:
+    """Time ``n`` candidates and the anchor in ``rounds`` rounds: even rounds run the anchor,
+    then the candidates forward; odd rounds the candidates backward, then the anchor.
+
+    ``time_candidate(i)`` and ``time_anchor()`` return one round's median seconds; an
+    exception from ``time_candidate(i)`` is that candidate's failure (it is not timed again).
+    """
+    times = InterleavedTimes([[] for _ in range(n)], [] if time_anchor is not None else None)
+    for round_ in range(rounds):
+        if round_:
+            sleep(pause)
+        order: list[int | None] = [None, *range(n)] if round_ % 2 == 0 else [*range(n - 1, -1, -1), None]
+        for i in order:
+            if i is None:
+                if time_anchor is not None:
+                    times.anchor.append(time_anchor())
+            elif i not in times.errors:
+                try:
+                    times.candidates[i].append(time_candidate(i))
+                except Exception as exc:  # noqa: BLE001 - reported as this candidate's failure
+                    times.errors[i] = str(exc) or type(exc).__name__
+    return times
+
+
+@dataclass
+class FinalFigures:
+    """The final timing of a run: its candidates (fastest first by their search figure),
+    each one's median seconds over the rounds (None when it failed), the anchor's."""
+
+    configs: list[Config]
+    search_costs: list[float]
+    round_costs: list[list[float]]
+    errors: dict[int, str]
+    anchor_name: str | None
+    anchor_rounds: list[float] | None
+    flops: int
+    run_id: int | None = None
+
+    @property
+    def costs(self) -> list[float | None]:
+        return [statistics.median(r) if r and i not in self.errors else None for i, r in enumerate(self.round_costs)]
+
+    @property
+    def winner(self) -> int | None:
+        timed = [(c, i) for i, c in enumerate(self.costs) if c is not None]
+        return min(timed)[1] if timed else None
+
+    @property
+    def anchor_cost(self) -> float | None:
+        return statistics.median(self.anchor_rounds) if self.anchor_rounds else None
+
+    @property
+    def anchor_gflops(self) -> float | None:
+        return self.flops / self.anchor_cost / 1e9 if self.anchor_cost else None
+
+    def gflops(self, i: int) -> float | None:
+        cost = self.costs[i]
+        return self.flops / cost / 1e9 if cost else None
+
+    def ratio(self, i: int) -> float | None:
+        """Candidate ``i``'s speed over the anchor's, both medians of the same rounds."""
+        cost, anchor = self.costs[i], self.anchor_cost
+        return anchor / cost if cost and anchor else None
+
+
+def pick_candidates(history, n: int) -> list[tuple[Config, float]]:
+    """The ``n`` fastest distinct configs among the ok trials of ``history`` (config, search cost)."""
+    best: dict[str, tuple[Config, float]] = {}
+    for trial in history:
+        if trial.result.ok:
+            known = best.get(trial.config.hash)
+            if known is None or trial.result.cost < known[1]:
+                best[trial.config.hash] = (trial.config, trial.result.cost)
+    return sorted(best.values(), key=lambda item: item[1])[:n]
+
+
+def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
+                 options: FinalTimingOptions) -> FinalFigures:
+    """Build ``candidates`` again (the compile cache makes that cheap) and time them with the
+    anchor in the measuring process (``runner.time_final``). A build that fails now is that
+    candidate's error. Raises NotImplementedError when the runner has no final timing."""
+    configs = [c for c, _ in candidates]
+    builds = builder.build([MeasureInput(task, c) for c in configs])
+    ok = [i for i, b in enumerate(builds) if b.status == Status.OK]
+    times = runner.time_final(task, [builds[i] for i in ok], options)
+    round_costs: list[list[float]] = [[] for _ in configs]
+    errors = {i: f"{b.status.value}: {b.error}" for i, b in enumerate(builds) if b.status != Status.OK}
+    for slot, i in enumerate(ok):
+        round_costs[i] = times.candidates[slot]
+        if slot in times.errors:
+            errors[i] = times.errors[slot]
+    return FinalFigures(configs, [cost for _, cost in candidates], round_costs, errors, _anchor_name(task, times),
+                        times.anchor, task.flops)
+
+
+def _anchor_name(task, times: InterleavedTimes) -> str | None:
+    """The anchor's name when it was timed (the target kind's anchor), else None."""
+    if times.anchor is None:
+        return None
+    from . import targets
+
+    return targets.parts_for(task.target).anchor.name
+
+
+def store_final(db, task, target, figures: FinalFigures, tool_version: str) -> int:
+    """Store ``figures`` as a run of tuner ``FINAL_TUNER``: one record per candidate (its
+    round medians as the costs, so its median is the final figure; a failure with its
+    error), the anchor's GFLOP/s on the run. Returns the run's id."""
+    from tuning_db import MeasureRecord
+
+    run_id = db.start_run(task.key, task.workload_name, task.params, target, FINAL_TUNER, None, len(figures.configs),
+                          tool_version, dag_json=task.dag_json, dag_hash=task.workload.dag_hash,
+                          anchor_gflops=figures.anchor_gflops)
+    records = []
+    for i, config in enumerate(figures.configs):
+        failed = i in figures.errors or not figures.round_costs[i]
+        costs = [] if failed else list(figures.round_costs[i])
+        median = None if failed else statistics.median(costs)
+        records.append(MeasureRecord(
+            workload_key=task.key, workload_name=task.workload_name, params=task.params, target=target,
+            config=config.to_dict(), config_hash=config.hash,
+            status=Status.RUNTIME_ERROR if failed else Status.OK, costs=costs, median_s=median,
+            spread=None if failed else (max(costs) - min(costs)) / median,
+            gflops=None if failed else task.flops / median / 1e9, build_s=0.0, run_s=0.0,
+            error=figures.errors.get(i, "no timing") if failed else None, trial=i, tool_version=tool_version))
+    db.add_records(run_id, records)
+    db.finish_run(run_id, "finished")
+    figures.run_id = run_id
+    return run_id
+

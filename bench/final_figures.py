@@ -1,0 +1,116 @@
+"""Does the figure the command line reports hold up? Tune, then re-time the stored best in a
+fresh process, as a user would, and compare the two ratios against NumPy.
+
+    python bench/final_figures.py                         # matmul 1024^3, 200 trials, seeds 0 1 2
+    python bench/final_figures.py --shape 512 512 512 --trials 64 --seeds 0
+    python bench/final_figures.py --final 0               # the search's best reading instead
+
+Each seed runs ``autotune matmul ... --trials N --seed S`` into a database of its own and
+reads the ratio it prints. Then a new process opens that database, builds the task through
+``apply_best`` (``autotune.build``) and times the kernel and NumPy alternately: three rounds,
+each timing both with at least 15 cache-flushed repeats, the ratio of their medians. The
+table prints both ratios and how far apart they are; the goal is within 5 %.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
+
+RATIO = re.compile(r"ratio ([0-9.]+)x")
+
+
+def tune(shape: tuple[int, int, int], trials: int, seed: int, final: int, db: Path, env: dict) -> tuple[float, float]:
+    """Run the command line; (the ratio it printed, its wall time in seconds)."""
+    m, n, k = shape
+    cmd = [sys.executable, "-m", "autotune.cli", "matmul", "-M", str(m), "-N", str(n), "-K", str(k),
+           "--trials", str(trials), "--seed", str(seed), "--final", str(final), "--db", str(db), "--no-progress"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    found = [float(x) for x in RATIO.findall(proc.stdout)]
+    if not found:
+        raise SystemExit(f"no ratio in the output of {' '.join(cmd)}:\n{proc.stdout}")
+    return found[-1], wall
+
+
+def retime(shape: tuple[int, int, int], db: Path, rounds: int = 3, min_repeats: int = 15,
+           min_time: float = 0.3) -> tuple[float, float, float]:
+    """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio), both medians of
+    ``rounds`` rounds timed alternately, each round's figure the median of its repeats."""
+    import numpy as np
+
+    import autotune
+    import tuning_db
+    from autotune.anchor import numpy_equivalent
+    from autotune.timing_protocol import CacheFlusher, time_round
+
+    m, n, k = shape
+    task = autotune.Task("matmul", dict(M=m, N=n, K=k), target="cpu")
+    with tuning_db.Database(db, create=False) as opened:
+        kernel = autotune.build(task, db=opened)
+    a, b = task.workload.random_inputs(seed=0)
+    c = np.empty((m, n), np.float32)
+    kernel(a, b, c)
+    assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3), "the stored best computes a wrong result"
+    anchor, why = numpy_equivalent(task)
+    assert anchor is not None, why
+    flush = CacheFlusher()
+    ours, theirs = [], []
+    for round_ in range(rounds):
+        pair = [("ours", lambda: kernel(a, b, c)), ("numpy", anchor)]
+        for name, fn in pair if round_ % 2 == 0 else pair[::-1]:
+            costs = time_round(fn, (), min_repeats=min_repeats, max_repeats=1000, min_time=min_time, flush=flush)
+            (ours if name == "ours" else theirs).append(statistics.median(costs))
+    mine, numpy_s = statistics.median(ours), statistics.median(theirs)
+    return task.flops / mine / 1e9, task.flops / numpy_s / 1e9, numpy_s / mine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", type=int, nargs=3, default=(1024, 1024, 1024), metavar=("M", "N", "K"))
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--final", type=int, default=5, help="--final of the command line (0: none)")
+    parser.add_argument("--retime", type=Path, help=argparse.SUPPRESS)  # the fresh process's part
+    args = parser.parse_args()
+    shape = tuple(args.shape)
+    if args.retime is not None:
+        print(*retime(shape, args.retime))
+        return
+    reexec_without_blas_overrides()
+    print(f"# matmul {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
+          f"NumPy: {blas_description()}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    print("| seed | CLI ratio | re-timed GFLOP/s (ours / NumPy) | re-timed ratio | CLI vs re-timed | tuning wall |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    gaps = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            db = Path(tmp) / f"seed{seed}.db"
+            reported, wall = tune(shape, args.trials, seed, args.final, db, env)
+            out = subprocess.run([sys.executable, __file__, "--shape", *map(str, shape), "--retime", str(db)],
+                                 capture_output=True, text=True, env=env, check=True).stdout.split()
+            ours, numpy_gflops, ratio = map(float, out)
+            gap = reported / ratio - 1.0
+            gaps.append(abs(gap))
+            print(f"| {seed} | {reported:.3f}x | {ours:.1f} / {numpy_gflops:.1f} | {ratio:.3f}x | {gap:+.1%} | "
+                  f"{wall:.0f} s |", flush=True)
+    print(f"largest gap: {max(gaps):.1%} (goal: within 5%)")
+
+
+if __name__ == "__main__":
+    main()

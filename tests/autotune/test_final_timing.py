@@ -1,0 +1,197 @@
+"""The final timing: the run's fastest configs timed again with the anchor, in interleaved
+rounds, and the winner by that timing reported, stored and used by apply_best.
+
+The protocol is checked with injected timers (what is timed, in which order, which figure
+is kept); the measuring process and the database with real kernels, never their speed.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import autotune
+import tuning_db
+from autotune.final_timing import (
+    FINAL_TUNER, FinalFigures, FinalTimingOptions, interleaved_rounds, pick_candidates,
+)
+from autotune.loop import Trial
+from autotune.measure import MeasureResult, Status
+from autotune.runner import TimingOptions
+
+QUICK = TimingOptions(rounds=1, min_time=0.0, min_repeats=1)
+QUICK_FINAL = FinalTimingOptions(candidates=3, rounds=2, min_time=0.0, min_repeats=1, pause=0.0)
+
+
+# ---------------------------------------------------------------- the protocol
+
+
+def test_each_round_times_the_anchor_and_every_candidate_alternating_direction():
+    order, pauses = [], []
+
+    def candidate(i):
+        order.append(i)
+        return 1.0
+
+    def anchor():
+        order.append("A")
+        return 1.0
+
+    times = interleaved_rounds(3, candidate, anchor, rounds=3, pause=0.5, sleep=pauses.append)
+    assert order == ["A", 0, 1, 2, 2, 1, 0, "A", "A", 0, 1, 2]
+    assert pauses == [0.5, 0.5]
+    assert times.candidates == [[1.0] * 3] * 3 and times.anchor == [1.0] * 3 and times.errors == {}
+
+
+def test_without_an_anchor_only_the_candidates_are_timed():
+    times = interleaved_rounds(2, lambda i: 2.0 + i, None, rounds=2, sleep=lambda s: None)
+    assert times.anchor is None and times.candidates == [[2.0, 2.0], [3.0, 3.0]]
+
+
+def test_a_candidate_that_fails_is_not_timed_again_and_the_others_go_on():
+    calls = []
+
+    def candidate(i):
+        calls.append(i)
+        if i == 1:
+            raise ValueError("wrong_answer: 3 of 64 elements differ")
+        return 1.0
+
+    times = interleaved_rounds(3, candidate, lambda: 1.0, rounds=3, sleep=lambda s: None)
+    assert calls.count(1) == 1 and calls.count(0) == 3 and calls.count(2) == 3
+    assert times.errors == {1: "wrong_answer: 3 of 64 elements differ"}
+
+
+def _figures(rounds, anchor, search_costs=None, errors=None):
+    configs = [autotune.Task("matmul", dict(M=16, N=16, K=16)).space.sample(random.Random(i)) for i in range(len(rounds))]
+    return FinalFigures(configs, search_costs or [1.0] * len(rounds), rounds, errors or {}, "NumPy", anchor, flops=2e9)
+
+
+def test_the_figure_is_the_median_of_the_rounds_not_the_fastest_and_the_winner_is_ranked_by_it():
+    # Candidate 0 had the lucky search reading and one lucky round; candidate 1 is steadily faster.
+    figures = _figures([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], anchor=[4.0, 4.0, 5.0], search_costs=[0.9, 1.5])
+    assert figures.costs == [3.0, 2.0]
+    assert figures.winner == 1
+    assert figures.anchor_cost == 4.0
+    assert figures.ratio(1) == pytest.approx(2.0) and figures.ratio(0) == pytest.approx(4.0 / 3.0)
+    assert figures.gflops(1) == pytest.approx(1.0) and figures.anchor_gflops == pytest.approx(0.5)
+
+
+def test_a_failed_candidate_has_no_figure_and_cannot_win():
+    figures = _figures([[1.0], [2.0]], anchor=None, errors={0: "runtime_error"})
+    assert figures.costs == [None, 2.0] and figures.winner == 1 and figures.ratio(1) is None
+    assert _figures([[], []], anchor=None, errors={0: "x", 1: "y"}).winner is None
+
+
+def test_candidates_are_the_fastest_distinct_ok_configs_each_with_its_best_reading():
+    space = autotune.Task("matmul", dict(M=16, N=16, K=16)).space
+    a, b, c = (space.sample(random.Random(i)) for i in range(3))
+    history = [Trial(0, a, MeasureResult(Status.OK, costs=[3.0])), Trial(1, b, MeasureResult(Status.OK, costs=[2.0])),
+               Trial(2, c, MeasureResult(Status.WRONG_ANSWER, error="x")),
+               Trial(3, a, MeasureResult(Status.OK, costs=[1.0]))]
+    assert pick_candidates(history, 5) == [(a, 1.0), (b, 2.0)]
+    assert pick_candidates(history, 1) == [(a, 1.0)]
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="candidates"):
+        FinalTimingOptions(candidates=-1)
+    with pytest.raises(ValueError, match="rounds"):
+        FinalTimingOptions(rounds=0)
+
+
+# ---------------------------------------------------------------- measured, stored, used
+
+
+def test_a_run_times_its_fastest_configs_again_with_numpy_and_apply_best_uses_the_winner(tmp_path):
+    task = autotune.Task("matmul", dict(M=32, N=32, K=32), target="cpu")
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        result = autotune.tune(task, trials=8, tuner="random", db=db, batch_size=4, timing=QUICK, final=QUICK_FINAL)
+        final = result.final
+        assert len(final.configs) == 3 and len({c.hash for c in final.configs}) == 3
+        assert all(len(r) == 2 for r in final.round_costs) and len(final.anchor_rounds) == 2
+        assert final.anchor_name == "NumPy" and final.winner is not None
+        assert result.best_config == final.configs[final.winner]
+        assert result.best_cost == final.costs[final.winner]
+        assert result.timings["final_s"] > 0
+
+        runs = db.list_runs(task.key)
+        assert [r.tuner for r in runs] == ["random", FINAL_TUNER]
+        stored = runs[1]
+        assert stored.n_records == 3 and stored.anchor_gflops == pytest.approx(final.anchor_gflops)
+        best = db.best(task.key)
+        assert best.run_id == stored.id and best.config_hash == result.best_config.hash
+        assert best.median_s == pytest.approx(final.costs[final.winner])
+        # Resuming, sharing and replaying see the search's records only.
+        assert len(db.records_for_task(task.key, None)) == 8
+        assert len(db.records_for_task(task.key, None, include_final=True)) == 11
+
+        f = autotune.build(task, db=db)
+        assert f.config.hash == result.best_config.hash and f.record.run_id == stored.id
+
+
+def test_a_final_record_outranks_a_faster_search_reading(tmp_path):
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    target = autotune.targets.describe(task.target)
+    lucky, steady = (task.space.sample(random.Random(i)) for i in (1, 2))
+
+    def record(config, seconds, trial):
+        return tuning_db.MeasureRecord(
+            workload_key=task.key, workload_name=task.workload_name, params=task.params, target=target,
+            config=config.to_dict(), config_hash=config.hash, status="ok", costs=[seconds], median_s=seconds,
+            gflops=task.flops / seconds / 1e9, trial=trial)
+
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        search = db.start_run(task.key, task.workload_name, task.params, target, "random", 0, 2)
+        db.add_records(search, [record(lucky, 1e-6, 0), record(steady, 2e-6, 1)])
+        assert db.best(task.key).config_hash == lucky.hash
+        final = db.start_run(task.key, task.workload_name, task.params, target, FINAL_TUNER, None, 2,
+                             anchor_gflops=3.0)
+        db.add_records(final, [record(lucky, 4e-6, 0), record(steady, 3e-6, 1)])
+        assert [r.config_hash for r in db.top_k(task.key, 4)] == [steady.hash, lucky.hash, lucky.hash, steady.hash]
+        assert db.get_run(final).anchor_gflops == 3.0
+
+
+def test_resuming_after_a_final_timing_counts_only_the_searched_trials(tmp_path):
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        autotune.tune(task, trials=4, tuner="grid", db=db, batch_size=4, timing=QUICK, final=QUICK_FINAL)
+        again = autotune.tune(task, trials=8, tuner="grid", db=db, batch_size=4, timing=QUICK, resume=True)
+        assert len(again.history) == 8
+        assert len({t.config.hash for t in again.history}) == 8
+
+
+def test_a_workload_without_an_anchor_still_gets_its_final_timing(tmp_path):
+    task = autotune.Task("softmax", dict(shape=[8, 64]), target="cpu")
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        result = autotune.tune(task, trials=4, tuner="random", db=db, batch_size=4, timing=QUICK, final=QUICK_FINAL)
+        assert result.final.anchor_rounds is None and result.final.winner is not None
+        assert db.list_runs(task.key)[-1].anchor_gflops is None
+
+
+def test_a_runner_without_a_final_timing_keeps_the_search_best_and_says_why(tmp_path):
+    from autotune.runner import LocalRunner
+
+    class NoFinal(LocalRunner):
+        def time_final(self, task, builds, options):
+            raise NotImplementedError("NoFinal has no final timing")
+
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    with NoFinal(options=QUICK) as runner:
+        result = autotune.tune(task, trials=4, tuner="random", batch_size=4, runner=runner, final=QUICK_FINAL)
+    assert result.final is None and result.final_note == "no final timing: NoFinal has no final timing"
+    assert result.best is result.search_best
+
+
+def test_export_and_import_keep_the_final_run_its_anchor_and_its_rank(tmp_path):
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    with tuning_db.Database(tmp_path / "a.db") as db:
+        result = autotune.tune(task, trials=4, tuner="random", db=db, batch_size=4, timing=QUICK, final=QUICK_FINAL)
+        db.export_jsonl(tmp_path / "a.jsonl")
+        best = db.best(task.key)
+    with tuning_db.Database(tmp_path / "b.db") as other:
+        other.import_jsonl(tmp_path / "a.jsonl")
+        final = next(r for r in other.list_runs() if r.tuner == FINAL_TUNER)
+        assert final.anchor_gflops == pytest.approx(result.final.anchor_gflops)
+        moved = other.best(task.key)
+        assert (moved.run_id, moved.config_hash, moved.median_s) == (final.id, best.config_hash, best.median_s)

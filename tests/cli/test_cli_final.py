@@ -1,0 +1,52 @@
+"""The command line's final timing: what it reports is what it stores and what apply_best builds."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import autotune
+import tuning_db
+from cli_helpers import MATMUL_KEY, TINY_MATMUL
+
+
+def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_best_builds_it(cli):
+    proc = cli.run(*TINY_MATMUL, "--trials", "8", "--final", "3")
+    out = proc.stdout
+    best = re.search(r"^best: +([\d.e+-]+) GFLOP/s \(.* ms\), config ([0-9a-f]{16}) \(trial \d+\): "
+                     r"the final timing's median of 5 interleaved rounds$", out, re.M)
+    assert best, out
+    assert re.search(r"^ +the search's best reading: [\d.e+-]+ GFLOP/s, trial \d+$", out, re.M)
+    final_lines = re.findall(r"^(?:final: +| +)([* ]) ([0-9a-f]{16})  searching [\d.e+-]+, now [\d.e+-]+ GFLOP/s "
+                             r"\(([\d.e+-]+)x the anchor\)$", out, re.M)
+    assert len(final_lines) == 3 and [mark for mark, _, _ in final_lines].count("*") == 1
+    winner_line = next(line for line in final_lines if line[0] == "*")
+    assert winner_line[1] == best.group(2)
+    ratio = re.search(r"^anchor: +NumPy ([\d.e+-]+) GFLOP/s; ratio ([\d.e+-]+)x \(medians of the final timing's "
+                      r"5 interleaved rounds, each timing the anchor too\)$", out, re.M)
+    assert ratio, out
+    assert ratio.group(2) == winner_line[2]
+
+    with tuning_db.Database(cli.db) as db:
+        search, final = db.list_runs()
+        assert (search.tuner, final.tuner, final.n_records) == ("random", "final", 3)
+        stored = db.best(MATMUL_KEY)
+        assert stored.run_id == final.id and stored.config_hash == best.group(2)
+        assert float(best.group(1)) == pytest.approx(stored.gflops, rel=5e-3)
+        assert float(ratio.group(1)) == pytest.approx(final.anchor_gflops, rel=5e-3)
+        assert float(ratio.group(2)) == pytest.approx(stored.gflops / final.anchor_gflops, rel=5e-3)
+        task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+        assert autotune.build(task, db=db).config.hash == best.group(2)
+
+    runs = json.loads(cli.run("log", "runs", "--json").stdout)
+    assert [r["tuner"] for r in runs] == ["random", "final"]
+    assert runs[1]["anchor_gflops"] == pytest.approx(float(ratio.group(1)), rel=5e-3) and runs[0]["anchor_gflops"] is None
+
+
+def test_final_zero_reports_the_search_best_and_stores_no_final_run(cli):
+    out = cli.run(*TINY_MATMUL, "--trials", "4", "--no-anchor").stdout
+    assert re.search(r"^best: +[\d.e+-]+ GFLOP/s \(.* ms\), trial \d+, config [0-9a-f]{16}$", out, re.M)
+    assert not re.search(r"^final:", out, re.M)
+    with tuning_db.Database(cli.db) as db:
+        assert [r.tuner for r in db.list_runs()] == ["random"]
