@@ -234,7 +234,7 @@ def test_cli_tunes_a_plain_function_of_a_file_and_resumes_it(ops_file, tmp_path)
                  "--trials", "8", *TINY[2:], "--resume")
     assert again.returncode == 0, again.stderr
     with tuning_db.Database(tmp_path / "t.db") as db:
-        runs = db.list_runs(key)
+        runs = [r for r in db.list_runs(key) if r.tuner != "final"]  # each run's final timing aside
         assert [(r.n_records, r.n_ok) for r in runs] == [(4, 4), (4, 4)]
         assert db.workload_dag(key) is not None
 
