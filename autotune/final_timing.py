@@ -15,15 +15,24 @@ the anchor's likewise. The winner is the fastest by that figure, and the databas
 it as a run of its own (tuner ``"final"``, the anchor's GFLOP/s on the run), which
 ``Database.best`` and ``apply_best`` rank above measurements taken while searching.
 
+Every round also moves the arrays (``placed_copies``): a user's arrays start wherever the
+allocator put them, at any 16-byte boundary within a page, and a generated kernel that does
+not pack its operands can run a third slower at one placement than at another. A figure
+from one placement is a draw; the median over rounds at different placements is what a
+user can expect, and a config that only wins at a lucky placement does not win here.
+
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
 drive); the measuring process (``runner_worker``) runs it on real kernels.
 """
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from schedule.config import Config
 from tuning_db.records import FINAL_TUNER
@@ -63,17 +72,20 @@ class InterleavedTimes:
 
 def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anchor: Callable[[], float] | None,
                        rounds: int, *, pause: float = 0.0, sleep: Callable[[float], object] = time.sleep,
-                       ) -> InterleavedTimes:
+                       start_round: Callable[[int], object] = lambda round_: None) -> InterleavedTimes:
     """Time ``n`` candidates and the anchor in ``rounds`` rounds: even rounds run the anchor,
     then the candidates forward; odd rounds the candidates backward, then the anchor.
 
-    ``time_candidate(i)`` and ``time_anchor()`` return one round's median seconds; an
-    exception from ``time_candidate(i)`` is that candidate's failure (it is not timed again).
+    ``start_round(r)`` runs before round ``r`` (the measuring process places the arrays
+    anew there). ``time_candidate(i)`` and ``time_anchor()`` return one round's median
+    seconds; an exception from ``time_candidate(i)`` is that candidate's failure (it is
+    not timed again).
     """
     times = InterleavedTimes([[] for _ in range(n)], [] if time_anchor is not None else None)
     for round_ in range(rounds):
         if round_:
             sleep(pause)
+        start_round(round_)
         order: list[int | None] = [None, *range(n)] if round_ % 2 == 0 else [*range(n - 1, -1, -1), None]
         for i in order:
             if i is None:
@@ -85,6 +97,24 @@ def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anch
                 except Exception as exc:  # noqa: BLE001 - reported as this candidate's failure
                     times.errors[i] = str(exc) or type(exc).__name__
     return times
+
+
+#: Allocators hand out blocks at 16-byte boundaries; a page holds 256 such starts.
+PLACEMENT_GRANULE = 16
+PAGE_BYTES = 4096
+
+
+def placed_copies(arrays: list[np.ndarray], rng: random.Random) -> list[np.ndarray]:
+    """Copies of ``arrays``, each starting at a random 16-byte boundary within a page (as
+    an allocator may place a user's arrays), C-contiguous, with the same contents."""
+    placed = []
+    for arr in arrays:
+        buf = np.empty(arr.nbytes + 2 * PAGE_BYTES, dtype=np.uint8)
+        start = (-buf.ctypes.data) % PAGE_BYTES + PLACEMENT_GRANULE * rng.randrange(PAGE_BYTES // PLACEMENT_GRANULE)
+        copy = buf[start:start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+        copy[...] = arr
+        placed.append(copy)
+    return placed
 
 
 @dataclass
@@ -167,6 +197,13 @@ def _anchor_name(task, times: InterleavedTimes) -> str | None:
     return targets.parts_for(task.target).anchor.name
 
 
+def _failure_status(error: str) -> Status:
+    """The status a final timing's failure message starts with ("wrong_answer: ..."; builds
+    fail as "compile_error: ..."), else runtime_error."""
+    word = error.split(":", 1)[0]
+    return Status(word) if word in {s.value for s in Status} - {Status.OK.value} else Status.RUNTIME_ERROR
+
+
 def store_final(db, task, target, figures: FinalFigures, tool_version: str) -> int:
     """Store ``figures`` as a run of tuner ``FINAL_TUNER``: one record per candidate (its
     round medians as the costs, so its median is the final figure; a failure with its
@@ -184,7 +221,7 @@ def store_final(db, task, target, figures: FinalFigures, tool_version: str) -> i
         records.append(MeasureRecord(
             workload_key=task.key, workload_name=task.workload_name, params=task.params, target=target,
             config=config.to_dict(), config_hash=config.hash,
-            status=Status.RUNTIME_ERROR if failed else Status.OK, costs=costs, median_s=median,
+            status=_failure_status(figures.errors.get(i, "")) if failed else Status.OK, costs=costs, median_s=median,
             spread=None if failed else (max(costs) - min(costs)) / median,
             gflops=None if failed else task.flops / median / 1e9, build_s=0.0, run_s=0.0,
             error=figures.errors.get(i, "no timing") if failed else None, trial=i, tool_version=tool_version))

@@ -57,11 +57,17 @@ class _Workspace:
         self.flush = CacheFlusher()
 
     def reset_outputs(self) -> None:
-        for out in self.outputs:
-            if out.dtype.kind == "f":
-                out.fill(np.nan)
-            else:
-                out.fill(np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1)
+        prefill(self.outputs)
+
+
+def prefill(outputs: list[np.ndarray]) -> None:
+    """Fill output buffers with what no kernel computes (NaN, or the integer maximum), so
+    that an element a kernel leaves unwritten is caught by the comparison."""
+    for out in outputs:
+        if out.dtype.kind == "f":
+            out.fill(np.nan)
+        else:
+            out.fill(np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1)
 
 
 def _run(ws: _Workspace, artifact: str, function: str, options: dict):
@@ -93,22 +99,32 @@ def _run(ws: _Workspace, artifact: str, function: str, options: dict):
 
 
 def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
-    """Verify each kernel once, then time them with the anchor in interleaved rounds."""
+    """Verify each kernel once, then time them with the anchor in interleaved rounds, the
+    arrays placed anew for every round (``final_timing.placed_copies``)."""
+    import random
+
     from .anchor import numpy_equivalent_on
-    from .final_timing import interleaved_rounds
+    from .final_timing import interleaved_rounds, placed_copies
     from .verify import mismatch
 
+    n_args = len(ws.inputs) + len(ws.outputs)
     libs = [ctypes.CDLL(path) for path in artifacts]
     try:
-        arrays = ws.inputs + ws.outputs
-        ptrs = [a.ctypes.data for a in arrays]
         kernels = []
         for lib in libs:
             fn = getattr(lib, function)
-            fn.argtypes = [ctypes.c_void_p] * len(arrays)
+            fn.argtypes = [ctypes.c_void_p] * n_args
             fn.restype = None
             kernels.append(fn)
         verified: set[int] = set()
+        rng = random.Random(0)
+        now: dict = {}  # this round's arrays, their pointers, the anchor on them
+
+        def start_round(round_: int) -> None:
+            now.clear()
+            inputs, outputs = (placed_copies(ws.inputs, rng), placed_copies(ws.outputs, rng))
+            now.update(outputs=outputs, ptrs=[a.ctypes.data for a in inputs + outputs],
+                       anchor=numpy_equivalent_on(ws.workload, inputs))
 
         def one_round(fn, args) -> float:
             return statistics.median(time_round(fn, args, min_repeats=options["min_repeats"],
@@ -117,19 +133,19 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
 
         def time_candidate(i: int) -> float:
             if i not in verified:
-                ws.reset_outputs()
-                kernels[i](*ptrs)
-                for out, ref in zip(ws.outputs, ws.references):
+                prefill(now["outputs"])
+                kernels[i](*now["ptrs"])
+                for out, ref in zip(now["outputs"], ws.references):
                     problem = mismatch(out, ref, ws.reduction)
                     if problem is not None:
                         raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
                 verified.add(i)
-            return one_round(kernels[i], ptrs)
+            return one_round(kernels[i], now["ptrs"])
 
-        anchor = numpy_equivalent_on(ws.workload, ws.inputs)
-        time_anchor = (lambda: one_round(anchor, ())) if anchor is not None else None
+        has_anchor = numpy_equivalent_on(ws.workload, ws.inputs) is not None
+        time_anchor = (lambda: one_round(now["anchor"], ())) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
-                                             pause=options["pause"])
+                                             pause=options["pause"], start_round=start_round)
     finally:
         for lib in libs:
             _dlclose(lib)

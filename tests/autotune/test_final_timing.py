@@ -37,8 +37,9 @@ def test_each_round_times_the_anchor_and_every_candidate_alternating_direction()
         order.append("A")
         return 1.0
 
-    times = interleaved_rounds(3, candidate, anchor, rounds=3, pause=0.5, sleep=pauses.append)
-    assert order == ["A", 0, 1, 2, 2, 1, 0, "A", "A", 0, 1, 2]
+    times = interleaved_rounds(3, candidate, anchor, rounds=3, pause=0.5, sleep=pauses.append,
+                               start_round=lambda r: order.append(f"round {r}"))
+    assert order == ["round 0", "A", 0, 1, 2, "round 1", 2, 1, 0, "A", "round 2", "A", 0, 1, 2]
     assert pauses == [0.5, 0.5]
     assert times.candidates == [[1.0] * 3] * 3 and times.anchor == [1.0] * 3 and times.errors == {}
 
@@ -60,6 +61,22 @@ def test_a_candidate_that_fails_is_not_timed_again_and_the_others_go_on():
     times = interleaved_rounds(3, candidate, lambda: 1.0, rounds=3, sleep=lambda s: None)
     assert calls.count(1) == 1 and calls.count(0) == 3 and calls.count(2) == 3
     assert times.errors == {1: "wrong_answer: 3 of 64 elements differ"}
+
+
+def test_placed_copies_keep_the_contents_at_16_byte_boundaries_anywhere_in_a_page():
+    import numpy as np
+
+    from autotune.final_timing import placed_copies
+
+    rng = random.Random(0)
+    a = np.arange(1000, dtype=np.float32).reshape(10, 100)
+    offsets = set()
+    for _ in range(20):
+        (copy,) = placed_copies([a], rng)
+        assert copy.flags.c_contiguous and copy.dtype == a.dtype and np.array_equal(copy, a)
+        assert copy.ctypes.data % 16 == 0
+        offsets.add(copy.ctypes.data % 4096)
+    assert len(offsets) > 10
 
 
 def _figures(rounds, anchor, search_costs=None, errors=None):
@@ -195,3 +212,21 @@ def test_export_and_import_keep_the_final_run_its_anchor_and_its_rank(tmp_path):
         assert final.anchor_gflops == pytest.approx(result.final.anchor_gflops)
         moved = other.best(task.key)
         assert (moved.run_id, moved.config_hash, moved.median_s) == (final.id, best.config_hash, best.median_s)
+
+
+def test_a_kernel_that_turns_wrong_or_no_longer_builds_loses_the_final_timing_with_its_status(tmp_path):
+    from autotune.final_timing import final_timing, store_final
+    from autotune.runner import LocalRunner
+    from test_measure import SabotagingBuilder, distinct_configs
+
+    task = autotune.Task("matmul", dict(M=32, N=32, K=32), target="cpu")
+    good, wrong, broken = distinct_configs(task, 3)
+    builder = SabotagingBuilder({wrong: "wrong", broken: "no_compile"}, n_workers=2)
+    with LocalRunner(timeout=5.0) as runner:
+        figures = final_timing(task, builder, runner, [(wrong, 1e-6), (broken, 2e-6), (good, 3e-6)], QUICK_FINAL)
+    assert figures.winner == 2 and figures.costs[:2] == [None, None] and len(figures.anchor_rounds) == 2
+    assert figures.errors[0].startswith("wrong_answer: ") and figures.errors[1].startswith("compile_error: ")
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        run_id = store_final(db, task, autotune.targets.describe(task.target), figures, "test")
+        assert [r.status for r in db.history(run_id)] == ["wrong_answer", "compile_error", "ok"]
+        assert db.best(task.key).config_hash == good.hash
