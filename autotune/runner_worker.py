@@ -13,7 +13,8 @@ die_with_parent``), and leaves when its inbox closes. Messages over a pipe:
 where status is a ``tuning_db.Status``: ok (payload: list of seconds; for "final" an
 ``final_timing.InterleavedTimes``), wrong_answer or runtime_error (payload: a message).
 "final" times the given kernels and the anchor (NumPy's version of the workload, on the
-same inputs) in interleaved rounds (``final_timing``). ``workload_json`` is the task's workload as
+same inputs) in interleaved rounds, on copies of the arrays placed anew for every round
+(``final_timing``). ``workload_json`` is the task's workload as
 ``te.serialize`` writes it (``Workload.dag_json``): the DAG is rebuilt from it here, never
 looked up by name, so workloads registered in the user's script, or made from tensors,
 measure like the library's.
