@@ -44,7 +44,8 @@ from .measure import MeasureInput, Status
 class FinalTimingOptions:
     """How the final timing measures: the ``candidates`` fastest distinct configs of the
     run, ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
-    ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds."""
+    ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds; ``anchor``
+    False leaves the anchor out (the command line's ``--no-anchor``)."""
 
     candidates: int = 5
     rounds: int = 5
@@ -52,6 +53,7 @@ class FinalTimingOptions:
     min_repeats: int = 5
     max_repeats: int = 100
     pause: float = 0.2
+    anchor: bool = True
 
     def __post_init__(self):
         if not isinstance(self.candidates, int) or self.candidates < 0:
@@ -63,11 +65,13 @@ class FinalTimingOptions:
 @dataclass
 class InterleavedTimes:
     """Round medians (seconds) of each candidate and of the anchor, in the order of rounds;
-    ``errors`` maps a candidate that failed in some round to why (it has no figure)."""
+    ``errors`` maps a candidate that failed in some round to why (it has no figure);
+    ``where``: the machine that timed them (a ``TargetInfo``), when not the run's own."""
 
     candidates: list[list[float]]
     anchor: list[float] | None
     errors: dict[int, str] = field(default_factory=dict)
+    where: object = None
 
 
 def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anchor: Callable[[], float] | None,
@@ -130,6 +134,7 @@ class FinalFigures:
     anchor_rounds: list[float] | None
     flops: int
     run_id: int | None = None
+    where: object = None  # the machine that timed them (a TargetInfo), when not the run's own
 
     @property
     def costs(self) -> list[float | None]:
@@ -185,7 +190,7 @@ def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
         if slot in times.errors:
             errors[i] = times.errors[slot]
     return FinalFigures(configs, [cost for _, cost in candidates], round_costs, errors, _anchor_name(task, times),
-                        times.anchor, task.flops)
+                        times.anchor, task.flops, where=times.where)
 
 
 def _anchor_name(task, times: InterleavedTimes) -> str | None:
@@ -214,12 +219,13 @@ def store_final(db, task, target, figures: FinalFigures, tool_version: str) -> i
                           tool_version, dag_json=task.dag_json, dag_hash=task.workload.dag_hash,
                           anchor_gflops=figures.anchor_gflops)
     records = []
+    measured_on = figures.where or target
     for i, config in enumerate(figures.configs):
         failed = i in figures.errors or not figures.round_costs[i]
         costs = [] if failed else list(figures.round_costs[i])
         median = None if failed else statistics.median(costs)
         records.append(MeasureRecord(
-            workload_key=task.key, workload_name=task.workload_name, params=task.params, target=target,
+            workload_key=task.key, workload_name=task.workload_name, params=task.params, target=measured_on,
             config=config.to_dict(), config_hash=config.hash,
             status=_failure_status(figures.errors.get(i, "")) if failed else Status.OK, costs=costs, median_s=median,
             spread=None if failed else (max(costs) - min(costs)) / median,

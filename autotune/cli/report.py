@@ -136,10 +136,8 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
         lines.append("          decisions (what the config asks for):")
         lines += ["            " + line for line in decisions]
         lines += _block("lowered:", lowered)
-    if anchor.get("gflops") is None:
-        lines.append(f"anchor:   {anchor.get('why', 'no anchor')}")
-    elif final is not None and final.anchor_cost:
-        lines.append(f"anchor:   {anchor['name']} {_gflops(final.anchor_gflops)} GFLOP/s; ratio "
+    if final is not None and final.anchor_cost:
+        lines.append(f"anchor:   {final.anchor_name} {_gflops(final.anchor_gflops)} GFLOP/s; ratio "
                      f"{final.ratio(final.winner):.3g}x (medians of the final timing's {_rounds(final)}, "
                      f"each timing the anchor too)")
         if anchor.get("before") is not None:
@@ -148,6 +146,8 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
             lines.append(f"          warning: {anchor['warning']}")
         if anchor.get("blas"):
             lines.append(f"          BLAS {anchor['blas']}")
+    elif anchor.get("gflops") is None:
+        lines.append(f"anchor:   {anchor.get('why', 'no anchor')}")
     else:
         ratio = f"; ratio {result.best_gflops / anchor['gflops']:.3g}x" if best is not None else ""
         lines.append(f"anchor:   {anchor['name']} {_gflops(anchor['gflops'])} GFLOP/s{ratio}")

@@ -341,6 +341,7 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
     if executor is None:
         task.check_fits_memory()  # before the database is opened or any array made
     reason_for_no_anchor = anchor if isinstance(anchor, str) else "no anchor: --no-anchor"
+    final_anchor = anchor is not False  # on a cluster the final timing times it on a node
     anchor = anchor is True
     wants_clean_blas = targets.parts_for(task.target).anchor.wants_clean_blas(task)
     if anchor and wants_clean_blas and anchors.blas_overrides_set():
@@ -358,7 +359,7 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
                               batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
                               transfer=transfer, timing=timing, share=share, executor=executor,
-                              final=FinalTimingOptions(candidates=final) if final else None)
+                              final=FinalTimingOptions(candidates=final, anchor=final_anchor) if final else None)
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "

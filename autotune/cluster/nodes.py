@@ -144,15 +144,27 @@ class MeasuringActor:
 
     def measure(self, source_hash: str, blob: bytes, build_s: float, best_cost: float | None) -> MeasureResult:
         """Verify and time one kernel (one round: the driver asks again for later rounds)."""
+        build = self._received(source_hash, blob, build_s)
+        (result,) = self._runner.run(self._task, [build], best_cost)
+        result.where = self.info.described
+        return result
+
+    def time_final(self, kernels: list[tuple[str, bytes, float]], options):
+        """The final timing of ``kernels`` (source hash, bytes, build seconds) with the
+        anchor, on this node (``LocalRunner.time_final``)."""
+        builds = [self._received(*kernel) for kernel in kernels]
+        times = self._runner.time_final(self._task, builds, options)
+        times.where = self.info.described
+        return times
+
+    def _received(self, source_hash: str, blob: bytes, build_s: float) -> BuildResult:
+        """A kernel sent as bytes, as a build of this node (written once per source hash)."""
         path = self._dir / f"k_{source_hash}.so"
         if not path.exists():
             partial = path.with_name(f"{path.name}.{os.getpid()}.part")
             partial.write_bytes(blob)
             os.replace(partial, path)
-        build = BuildResult(Status.OK, artifact=str(path), source_hash=source_hash, build_s=build_s)
-        (result,) = self._runner.run(self._task, [build], best_cost)
-        result.where = self.info.described
-        return result
+        return BuildResult(Status.OK, artifact=str(path), source_hash=source_hash, build_s=build_s)
 
     def close(self) -> None:
         """Stop the measuring process (it also dies with this actor: ``LocalRunner``)."""

@@ -70,6 +70,27 @@ class RayRunner(Runner):
             best = min([best] + [r.cost for r in results if r is not None and r.ok])
         return results  # type: ignore[return-value]
 
+    def time_final(self, task, builds: list[BuildResult], options):
+        """The final timing on one node of the pool (they are alike: ``choose_pool``), the
+        first alive one; a node lost meanwhile raises RuntimeError (the run keeps the
+        search's best)."""
+        import ray
+
+        self._set_up(task)
+        alive = self.pool.alive()
+        if not alive:
+            raise RuntimeError("no node of the cluster is left to time the final candidates")
+        node = alive[0]
+        kernels = [(b.source_hash, b.blob, b.build_s) for b in builds]
+        ref = node.actor.time_final.remote(kernels, options)
+        try:
+            return ray.get(ref, timeout=self.timeout * (len(builds) + 1) * options.rounds + self.grace)
+        except Exception as exc:  # noqa: BLE001
+            if not is_lost(exc):
+                raise
+            self.pool.mark_lost(node, f"lost during the final timing: {type(exc).__name__}")
+            raise RuntimeError(f"node {node.info.node_id} was lost during the final timing") from None
+
     # ------------------------------------------------------------ the parts
 
     def _set_up(self, task) -> None:

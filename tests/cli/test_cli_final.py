@@ -50,3 +50,13 @@ def test_final_zero_reports_the_search_best_and_stores_no_final_run(cli):
     assert not re.search(r"^final:", out, re.M)
     with tuning_db.Database(cli.db) as db:
         assert [r.tuner for r in db.list_runs()] == ["random"]
+
+
+def test_no_anchor_leaves_numpy_out_of_the_final_timing(cli):
+    out = cli.run(*TINY_MATMUL, "--trials", "4", "--final", "2", "--no-anchor").stdout
+    assert re.search(r"^anchor: +no anchor: --no-anchor$", out, re.M)
+    finals = re.findall(r"^(?:final: +| +)[* ] [0-9a-f]{16}  searching [\d.e+-]+, now [\d.e+-]+ GFLOP/s$", out, re.M)
+    assert len(finals) == 2, out
+    with tuning_db.Database(cli.db) as db:
+        final = db.list_runs()[-1]
+        assert final.tuner == "final" and final.anchor_gflops is None

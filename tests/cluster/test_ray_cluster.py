@@ -5,6 +5,7 @@ only what it had in flight, and a driver killed with SIGKILL leaves no measuring
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -137,9 +138,17 @@ def test_the_command_line_tunes_on_the_cluster(ray_cluster, tmp_path):
          "--tuner", "random", "--batch-size", "8", "--rounds", "1", "--cluster", cluster.address, "--db", str(db_path)],
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert proc.returncode == 0, proc.stderr
-    assert "no anchor: the cluster's nodes measure" in proc.stdout
+    # The final timing runs on one node, with NumPy timed there: the only anchor of a cluster run.
+    assert re.search(r"^anchor: +NumPy [\d.e+-]+ GFLOP/s; ratio [\d.e+-]+x \(medians of the final timing's",
+                     proc.stdout, re.M), proc.stdout
+    assert len(re.findall(r"^(?:final: +| +)[* ] [0-9a-f]{16}  searching", proc.stdout, re.M)) == 5
     with Database(db_path) as db:
-        (run,) = db.list_runs()
+        run, final = db.list_runs()
         stored = db.history(run.id)
+        finals = db.history(final.id)
+        best = db.best(run.workload_key)
     assert run.target.host == "ray cluster of 2 node(s)" and len(stored) == 16
     assert len({r.target.host for r in stored}) == 2
+    assert final.tuner == "final" and final.anchor_gflops > 0 and len(finals) == 5
+    assert len({r.target.host for r in finals}) == 1 and finals[0].target.host in {r.target.host for r in stored}
+    assert best.run_id == final.id
