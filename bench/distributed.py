@@ -21,8 +21,10 @@ compiles of another. Results go to stdout; bench/RESULTS.md keeps the figures.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import platform
+import shutil
 import tempfile
 import time
 
@@ -73,8 +75,10 @@ def _median(runs: list[dict]) -> dict:
 
 def _fresh_compile_cache() -> None:
     """An empty compile cache for the next set-up (read from the environment by every
-    compile, and inherited by Ray nodes started after this)."""
-    os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-bench-cache-")
+    compile, and inherited by Ray nodes started after this), removed when the bench exits."""
+    path = tempfile.mkdtemp(prefix="autotune-bench-cache-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    os.environ["AUTOTUNE_CACHE_DIR"] = path
 
 
 def _summary(result, wall_s: float) -> dict:
