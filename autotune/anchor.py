@@ -234,8 +234,9 @@ def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
 
     The callable is None, with the reason, when the op or its dtype has no fair equivalent.
     """
-    if not has_numpy_anchor(task):
-        return None, _why_no_numpy_anchor(task.workload_name, task.params)
+    why = _why_no_numpy_anchor(task.workload_name, task.params)
+    if why:
+        return None, why
     return numpy_equivalent_on(task.workload, task.workload.random_inputs(seed=0)), ""
 
 
@@ -243,9 +244,14 @@ def numpy_equivalent_on(workload, inputs: list[np.ndarray]) -> Callable[[], obje
     """NumPy's version of ``workload`` (a ``te.Workload``) on the given input arrays, which
     it only reads (None without a fair equivalent): what the measuring process times next
     to the candidates, on the candidates' own inputs."""
-    if _why_no_numpy_anchor(workload.name, workload.params):
+    if not workload_has_numpy_anchor(workload):
         return None
     return _NUMPY_EQUIVALENTS[workload.name](workload.params, *inputs)
+
+
+def workload_has_numpy_anchor(workload) -> bool:
+    """Whether ``numpy_equivalent_on`` gives an anchor for ``workload`` (decided without arrays)."""
+    return not _why_no_numpy_anchor(workload.name, workload.params)
 
 
 def _why_no_numpy_anchor(name: str, params: dict) -> str:

@@ -37,7 +37,7 @@ import numpy as np
 from schedule.config import Config
 from tuning_db.records import FINAL_TUNER
 
-from .measure import MeasureInput, Status
+from .measure import MeasureInput, MeasureResult, Status
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,17 @@ class FinalFigures:
     run_id: int | None = None
     where: object = None  # the machine that timed them (a TargetInfo), when not the run's own
 
+    def result(self, i: int) -> MeasureResult:
+        """Candidate ``i``'s final timing as a trial's result: its round medians as the
+        costs (so its median is the final figure), or its failure."""
+        if i in self.errors:
+            return MeasureResult(_failure_status(self.errors[i]), error=self.errors[i], where=self.where)
+        return MeasureResult(Status.OK, costs=list(self.round_costs[i]), rounds=len(self.round_costs[i]),
+                             where=self.where)
+
     @property
     def costs(self) -> list[float | None]:
-        return [statistics.median(r) if r and i not in self.errors else None for i, r in enumerate(self.round_costs)]
+        return [self.result(i).median_s for i in range(len(self.configs))]
 
     @property
     def winner(self) -> int | None:
@@ -210,28 +218,16 @@ def _failure_status(error: str) -> Status:
 
 
 def store_final(db, task, target, figures: FinalFigures, tool_version: str) -> int:
-    """Store ``figures`` as a run of tuner ``FINAL_TUNER``: one record per candidate (its
-    round medians as the costs, so its median is the final figure; a failure with its
-    error), the anchor's GFLOP/s on the run. Returns the run's id."""
-    from tuning_db import MeasureRecord
+    """Store ``figures`` as a run of tuner ``FINAL_TUNER``: one record per candidate
+    (``FinalFigures.result``), the anchor's GFLOP/s on the run. Returns the run's id."""
+    from .loop import Trial
+    from .tuning import record_of
 
     run_id = db.start_run(task.key, task.workload_name, task.params, target, FINAL_TUNER, None, len(figures.configs),
                           tool_version, dag_json=task.dag_json, dag_hash=task.workload.dag_hash,
                           anchor_gflops=figures.anchor_gflops)
-    records = []
-    measured_on = figures.where or target
-    for i, config in enumerate(figures.configs):
-        failed = i in figures.errors or not figures.round_costs[i]
-        costs = [] if failed else list(figures.round_costs[i])
-        median = None if failed else statistics.median(costs)
-        records.append(MeasureRecord(
-            workload_key=task.key, workload_name=task.workload_name, params=task.params, target=measured_on,
-            config=config.to_dict(), config_hash=config.hash,
-            status=_failure_status(figures.errors.get(i, "")) if failed else Status.OK, costs=costs, median_s=median,
-            spread=None if failed else (max(costs) - min(costs)) / median,
-            gflops=None if failed else task.flops / median / 1e9, build_s=0.0, run_s=0.0,
-            error=figures.errors.get(i, "no timing") if failed else None, trial=i, tool_version=tool_version))
-    db.add_records(run_id, records)
+    db.add_records(run_id, [record_of(task, target, Trial(i, config, figures.result(i)), tool_version)
+                            for i, config in enumerate(figures.configs)])
     db.finish_run(run_id, "finished")
     figures.run_id = run_id
     return run_id

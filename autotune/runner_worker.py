@@ -57,9 +57,6 @@ class _Workspace:
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
         self.flush = CacheFlusher()
 
-    def reset_outputs(self) -> None:
-        prefill(self.outputs)
-
 
 def prefill(outputs: list[np.ndarray]) -> None:
     """Fill output buffers with what no kernel computes (NaN, or the integer maximum), so
@@ -71,24 +68,39 @@ def prefill(outputs: list[np.ndarray]) -> None:
             out.fill(np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1)
 
 
-def _run(ws: _Workspace, artifact: str, function: str, options: dict):
+def _kernel(lib, function: str, n_args: int):
+    """The kernel ``function`` of a loaded library, taking ``n_args`` data pointers."""
+    fn = getattr(lib, function)
+    fn.argtypes = [ctypes.c_void_p] * n_args
+    fn.restype = None
+    return fn
+
+
+def _checked_call(ws: _Workspace, fn, ptrs: list[int], outputs: list[np.ndarray]) -> tuple[float, str | None]:
+    """One call of ``fn`` on outputs prefilled with what no kernel computes: its seconds, and
+    how ``outputs`` differ from the references (None when they match)."""
     from .verify import mismatch
 
+    prefill(outputs)
+    t0 = time.perf_counter()
+    fn(*ptrs)
+    seconds = time.perf_counter() - t0
+    for out, ref in zip(outputs, ws.references):
+        problem = mismatch(out, ref, ws.reduction)
+        if problem is not None:
+            return seconds, problem
+    return seconds, None
+
+
+def _run(ws: _Workspace, artifact: str, function: str, options: dict):
     lib = ctypes.CDLL(artifact)
     try:
-        fn = getattr(lib, function)
         arrays = ws.inputs + ws.outputs
-        fn.argtypes = [ctypes.c_void_p] * len(arrays)
-        fn.restype = None
+        fn = _kernel(lib, function, len(arrays))
         ptrs = [a.ctypes.data for a in arrays]
-        ws.reset_outputs()
-        t0 = time.perf_counter()
-        fn(*ptrs)
-        first = time.perf_counter() - t0
-        for out, ref in zip(ws.outputs, ws.references):
-            problem = mismatch(out, ref, ws.reduction)
-            if problem is not None:
-                return Status.WRONG_ANSWER, problem
+        first, problem = _checked_call(ws, fn, ptrs, ws.outputs)
+        if problem is not None:
+            return Status.WRONG_ANSWER, problem
         best = options.get("best_cost")
         if best is not None and first > options["slow_factor"] * best:
             return Status.OK, [first]  # cannot win; its one (cold) timing ranks it
@@ -104,28 +116,22 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
     arrays placed anew for every round (``final_timing.placed_copies``)."""
     import random
 
-    from .anchor import numpy_equivalent_on
+    from .anchor import numpy_equivalent_on, workload_has_numpy_anchor
     from .final_timing import interleaved_rounds, placed_copies
-    from .verify import mismatch
 
     n_args = len(ws.inputs) + len(ws.outputs)
+    has_anchor = options["anchor"] and workload_has_numpy_anchor(ws.workload)
     libs = [ctypes.CDLL(path) for path in artifacts]
     try:
-        kernels = []
-        for lib in libs:
-            fn = getattr(lib, function)
-            fn.argtypes = [ctypes.c_void_p] * n_args
-            fn.restype = None
-            kernels.append(fn)
+        kernels = [_kernel(lib, function, n_args) for lib in libs]
         verified: set[int] = set()
         rng = random.Random(0)
         now: dict = {}  # this round's arrays, their pointers, the anchor on them
 
         def start_round(round_: int) -> None:
-            now.clear()
             inputs, outputs = (placed_copies(ws.inputs, rng), placed_copies(ws.outputs, rng))
             now.update(outputs=outputs, ptrs=[a.ctypes.data for a in inputs + outputs],
-                       anchor=numpy_equivalent_on(ws.workload, inputs))
+                       anchor=numpy_equivalent_on(ws.workload, inputs) if has_anchor else None)
 
         def one_round(fn, args) -> float:
             return statistics.median(time_round(fn, args, min_repeats=options["min_repeats"],
@@ -134,16 +140,12 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
 
         def time_candidate(i: int) -> float:
             if i not in verified:
-                prefill(now["outputs"])
-                kernels[i](*now["ptrs"])
-                for out, ref in zip(now["outputs"], ws.references):
-                    problem = mismatch(out, ref, ws.reduction)
-                    if problem is not None:
-                        raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
+                _, problem = _checked_call(ws, kernels[i], now["ptrs"], now["outputs"])
+                if problem is not None:
+                    raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
                 verified.add(i)
             return one_round(kernels[i], now["ptrs"])
 
-        has_anchor = options["anchor"] and numpy_equivalent_on(ws.workload, ws.inputs) is not None
         time_anchor = (lambda: one_round(now["anchor"], ())) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
                                              pause=options["pause"], start_round=start_round)

@@ -280,7 +280,7 @@ class TransferWarmStart(TuningCallback):
                                                                     self.features, self.limit)
 
 
-def record_of(task: Task, target, trial: Trial):
+def record_of(task: Task, target, trial: Trial, tool_version: str = TOOL_VERSION):
     """The ``tuning_db.MeasureRecord`` of one trial of ``task`` (on ``target``, unless the
     result says which machine measured it)."""
     from tuning_db import MeasureRecord
@@ -290,7 +290,7 @@ def record_of(task: Task, target, trial: Trial):
         workload_key=task.key, workload_name=task.workload_name, params=task.params, target=r.where or target,
         config=trial.config.to_dict(), config_hash=trial.config.hash, status=r.status, costs=list(r.costs),
         median_s=r.median_s, spread=r.spread, gflops=r.gflops(task.flops), build_s=r.build_s, run_s=r.run_s,
-        error=r.error, trial=trial.index, tool_version=TOOL_VERSION,
+        error=r.error, trial=trial.index, tool_version=tool_version,
     )
 
 

@@ -60,13 +60,14 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
     """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio, slowest and fastest
     round of the kernel), medians of ``rounds`` rounds timed alternately, each round's
     figure the median of its repeats, the arrays placed anew for every round (the first
-    round uses them where NumPy allocated them)."""
+    round uses them where NumPy allocated them): the final timing's protocol
+    (``interleaved_rounds``), with no pause between rounds."""
     import numpy as np
 
     import autotune
     import tuning_db
     from autotune.anchor import numpy_equivalent_on
-    from autotune.final_timing import placed_copies
+    from autotune.final_timing import interleaved_rounds, placed_copies
     from autotune.timing_protocol import CacheFlusher, time_round
 
     m, n, k = shape
@@ -79,15 +80,22 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
     assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3), "the stored best computes a wrong result"
     flush = CacheFlusher()
     rng = random.Random(1)
-    ours, theirs = [], []
-    for round_ in range(rounds):
+    now: dict = {}
+
+    def start_round(round_: int) -> None:
         x, y, z = (a, b, c) if round_ == 0 else placed_copies([a, b, c], rng)
-        anchor = numpy_equivalent_on(task.workload, [x, y])
-        pointers = [x.ctypes.data, y.ctypes.data, z.ctypes.data]  # the checks of kernel() cost microseconds
-        pair = [("ours", lambda: kernel.call_unchecked(pointers)), ("numpy", anchor)]
-        for name, fn in pair if round_ % 2 == 0 else pair[::-1]:
-            costs = time_round(fn, (), min_repeats=min_repeats, max_repeats=1000, min_time=min_time, flush=flush)
-            (ours if name == "ours" else theirs).append(statistics.median(costs))
+        now.update(pointers=[x.ctypes.data, y.ctypes.data, z.ctypes.data],  # kernel()'s checks cost microseconds
+                   anchor=numpy_equivalent_on(task.workload, [x, y]))
+
+    def one_round(fn) -> float:
+        return statistics.median(time_round(fn, (), min_repeats=min_repeats, max_repeats=1000, min_time=min_time,
+                                            flush=flush))
+
+    times = interleaved_rounds(1, lambda i: one_round(lambda: kernel.call_unchecked(now["pointers"])),
+                               lambda: one_round(now["anchor"]), rounds, start_round=start_round)
+    if times.errors:
+        raise SystemExit(f"re-timing failed: {times.errors[0]}")
+    ours, theirs = times.candidates[0], times.anchor
     mine, numpy_s = statistics.median(ours), statistics.median(theirs)
     return (task.flops / mine / 1e9, task.flops / numpy_s / 1e9, numpy_s / mine,
             task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)

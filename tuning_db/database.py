@@ -279,8 +279,7 @@ class Database:
         next to the anchor, after its run's search had kept the best of many noisy readings
         (``autotune.final_timing``), so it is the figure a user can reproduce."""
         final_first = case((RunRow.tuner == FINAL_TUNER, 0), else_=1)
-        query = (rows.select_records()
-                 .join(RunRow, RecordRow.run_id == RunRow.id)
+        query = (rows.select_records(with_run=True)
                  .where(WorkloadRow.key == workload_key, RecordRow.status == "ok",
                         *rows.target_conditions(target))
                  .order_by(final_first, RecordRow.median_s, RecordRow.id).limit(k))
@@ -388,7 +387,7 @@ class Database:
             conditions.append(RecordRow.id > after_id)
         if not include_final:
             conditions.append(RunRow.tuner != FINAL_TUNER)
-        query = (rows.select_records().join(RunRow, RecordRow.run_id == RunRow.id)
+        query = (rows.select_records(with_run=True)
                  .where(*conditions).order_by(RecordRow.id))
         with self._reading() as s:
             return [rows.to_record(*row) for row in s.execute(query)]
@@ -409,7 +408,7 @@ class Database:
         conditions = [WorkloadRow.name == workload_name, RunRow.tuner != FINAL_TUNER, *rows.target_conditions(target)]
         if exclude_key is not None:
             conditions.append(WorkloadRow.key != exclude_key)
-        query = (rows.select_records().join(RunRow, RecordRow.run_id == RunRow.id)
+        query = (rows.select_records(with_run=True)
                  .where(*conditions).order_by(RecordRow.id.desc()).limit(limit))
         with self._reading() as s:
             return [rows.to_record(*row) for row in s.execute(query)]

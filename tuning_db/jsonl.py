@@ -75,7 +75,7 @@ def record_to_json(record: MeasureRecord, run: RunRow, dag_json: str | None = No
 
 def export_jsonl(db, dest: str | os.PathLike | IO[str], workload_key: str | None = None) -> int:
     """Write the records of ``db`` (of one workload, if given) to ``dest``; returns how many."""
-    query = rows.select_records().add_columns(RunRow).join(RunRow, RecordRow.run_id == RunRow.id)
+    query = rows.select_records(with_run=True).add_columns(RunRow)
     if workload_key is not None:
         query = query.where(WorkloadRow.key == workload_key)
     query = query.order_by(RecordRow.id).execution_options(yield_per=1000)

@@ -43,13 +43,15 @@ def json_field(column: InstrumentedAttribute, key: str) -> BinaryExpression:
     return type_coerce(column, JSON)[key]
 
 
-def select_records() -> Select:
-    """Records joined with their workload and target, ready for ``to_record``."""
-    return (
+def select_records(*, with_run: bool = False) -> Select:
+    """Records joined with their workload and target, ready for ``to_record``; ``with_run``:
+    with their run too, for conditions and orderings on it (``RunRow.tuner``)."""
+    query = (
         select(RecordRow, WorkloadRow, TargetRow)
         .join(WorkloadRow, RecordRow.workload_id == WorkloadRow.id)
         .join(TargetRow, RecordRow.target_id == TargetRow.id)
     )
+    return query.join(RunRow, RecordRow.run_id == RunRow.id) if with_run else query
 
 
 def to_target(row: TargetRow) -> TargetInfo:
