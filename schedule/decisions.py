@@ -18,7 +18,8 @@ Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an a
     <stage>.at              CPU multi-level: compute location, AT_OUTER ("a") or AT_BLOCK ("b")
     <stage>.parallel        CPU: how many outer loops fuse into the parallel loop
     <stage>.unroll          unroll budget
-    <stage>.pack            CPU multi-level: the input name packed into a local tile, or PACK_NONE
+    <stage>.pack            CPU multi-level: the input name packed into a local tile, PACK_PANELS
+                            + the input name (rewritten once into register-tile-wide panels), or PACK_NONE
     <stage>.order           CPU simple reduction: REDUCE_INNER or REDUCE_OUTER
     <stage>.threads         GPU simple: threads per block
 
@@ -41,6 +42,9 @@ AT_OUTER = "a"
 AT_BLOCK = "b"
 #: CPU multi-level packing: no input copied into a local tile.
 PACK_NONE = "none"
+#: CPU multi-level packing: prefix of a ``pack`` value that rewrites an input into panels as
+#: wide as the register tile (``"panels:B"``), once per call, rather than copying a local tile.
+PACK_PANELS = "panels:"
 #: CPU simple reductions: reduction loops inside the spatial tile, or outside it.
 REDUCE_INNER = "reduce_inner"
 REDUCE_OUTER = "reduce_outer"
@@ -132,6 +136,16 @@ class MultiLevelDecisions(StageDecisions):
     parallel: int
     unroll: int
     pack: str
+
+    @property
+    def local_pack(self) -> str | None:
+        """The input copied into a local tile at the outer reduction loop, if any."""
+        return None if self.pack == PACK_NONE or self.pack.startswith(PACK_PANELS) else self.pack
+
+    @property
+    def panel_pack(self) -> str | None:
+        """The input rewritten into register-tile-wide panels, if any."""
+        return self.pack[len(PACK_PANELS):] if self.pack.startswith(PACK_PANELS) else None
 
 
 @dataclass(frozen=True)
@@ -322,7 +336,8 @@ CPU_MULTI_LEVEL = StageCodec(MultiLevelDecisions, (
     _Field("at", "at", "loop level of the owner where the tile is computed"),
     _Field("parallel", "parallel", "outer a-level loops fused into the parallel loop"),
     _UNROLL,
-    _Field("pack", "pack", "input copied into a contiguous local tile at the outer reduction loop (packing)"),
+    _Field("pack", "pack", "input copied into a contiguous local tile at the outer reduction loop, or "
+                           "(panels:<input>) rewritten once into panels as wide as the register tile"),
 ))
 CPU_SIMPLE = StageCodec(SimpleDecisions, (
     _Field("tiles", "tile", "inner split of this spatial axis (the last one is vectorized)", _AXIS, scalar=True),

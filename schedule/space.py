@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from te import dtypes
+from te.expr import TensorRead, post_order
 from te.tensor import ComputeOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
-from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, REDUCE_INNER,
+from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, PACK_PANELS,
+                        REDUCE_INNER,
                         REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
                         StageDecisions, StageLayout, decode_config)
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
@@ -158,6 +160,8 @@ class ConfigSpace(SearchSpace):
                 return f"{name}: register tile of {register} elements exceeds {MAX_REGISTER_TILE}"
             if tiles[-1][2] * nbytes > MAX_VECTOR_BYTES:
                 return f"{name}: vector of {tiles[-1][2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
+            if d.panel_pack is not None and tiles[-1][2] == 1:
+                return f"{name}: panels of {d.panel_pack} need a register tile wider than 1 on the last axis"
             local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES:
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
@@ -259,11 +263,17 @@ class ConfigSpace(SearchSpace):
             tiles = ", ".join(f"{t.axis}: {t}" for t in d.tiles)
             red = ", ".join(f"{r.axis}: {r[0]}" for r in d.reduce_tiles)
             return (f"{d.stage}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
-                    f"{'no packing' if d.pack == PACK_NONE else 'packs ' + d.pack}; computed at the "
+                    f"{_describe_pack(d)}; computed at the "
                     f"{d.at}-level loop; {d.parallel} outer loop(s) fused in parallel; unroll budget {d.unroll}")
         tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
         order = f"; reduction {d.order}" if d.order is not None else ""
         return f"{d.stage}: inner tiles {tiles}; {d.parallel} outer loop(s) in parallel{order}"
+
+
+def _describe_pack(d: MultiLevelDecisions) -> str:
+    if d.panel_pack is not None:
+        return f"packs {d.panel_pack} into panels {d.tiles[-1][2]} wide"
+    return "no packing" if d.local_pack is None else f"packs {d.local_pack}"
 
 
 def _prod(xs) -> int:
@@ -288,13 +298,31 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             tiles=[tile_candidates(iv.extent, lanes if n == last else 16) for n, iv in enumerate(op.axis)],
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
-            pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors))
+            pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
+            + tuple(PACK_PANELS + name for name in panel_inputs(op)))
     if plan.role == SIMPLE:
         return CPU_SIMPLE.knobs(
             name, op,
             tiles=[factor_candidates(iv.extent, 4 * lanes if n == last else 64) for n, iv in enumerate(op.axis)],
             parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None)
     return []
+
+
+def panel_inputs(op: ComputeOp) -> dict[str, int]:
+    """Inputs of ``op`` that can be packed into panels along its innermost spatial axis:
+    name -> the dimension every read of that input indexes by that axis alone (``B[k, j]``
+    of matmul: 1; ``W[j, k]`` of dense: 0)."""
+    inner = op.axis[-1].var
+    found: dict[str, int] = {}
+    dropped: set[str] = set()
+    for read in (n for n in post_order(op.body) if isinstance(n, TensorRead)):
+        name = read.tensor.name
+        dims = [d for d, idx in enumerate(read.indices) if idx is inner]
+        if len(dims) != 1 or found.get(name, dims[0]) != dims[0]:
+            dropped.add(name)
+        else:
+            found[name] = dims[0]
+    return {name: dim for name, dim in found.items() if name not in dropped}
 
 
 # ---------------------------------------------------------------- replay per role
@@ -326,6 +354,8 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
     else:
         owner, tiled = s[plan.owner], s[op]
         tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
+    if d.panel_pack is not None:
+        _pack_panels(s, tiled, d.panel_pack, tiles[-1][2])
     # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
     levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
     a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
@@ -351,7 +381,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         r0.append(x0)
         r1.append(x1)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3)
-    _pack_input(s, tiled, d.pack, r0[-1])
+    _pack_input(s, tiled, d.local_pack, r0[-1])
     if tiles[-1][2] > 1:
         tiled.vectorize(s3[-1])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
@@ -367,14 +397,26 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
             tiled.unroll(loop)
 
 
-def _pack_input(s: Schedule, tiled, tensor_name: str, at) -> None:
+def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     """Copy the tile of input ``tensor_name`` that one outer reduction step reads into a
     contiguous local buffer (GotoBLAS-style packing; the copy is reused by the S2 loops)."""
-    if tensor_name == PACK_NONE:
+    if tensor_name is None:
         return
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
     packed = s.cache_read(tensor, "local", [tiled])
     s[packed].compute_at(tiled, at)
+
+
+def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int) -> None:
+    """Rewrite input ``tensor_name`` into panels ``width`` (the register tile) wide before the
+    tiled stage runs, so its micro-kernel streams one contiguous panel as the reduction
+    advances; the copy runs in parallel over panels, its rows vectorized."""
+    tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
+    packed = s.pack_panels(tensor, panel_inputs(tiled.op)[tensor_name], width, [tiled])
+    stage = s[packed]
+    outer, *middle, inner = stage.op.axis
+    stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
+    stage.vectorize(inner)
 
 
 def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> None:

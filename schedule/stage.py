@@ -23,7 +23,7 @@ from typing import Sequence
 
 from te.dag import topological_order
 from te.errors import TEError
-from te.expr import TensorRead, Var, transform
+from te.expr import TensorRead, Var, as_expr, if_then_else, transform
 from te.tensor import REDUCE, SPATIAL, ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, compute
 
 THREAD_TAGS = (
@@ -414,6 +414,61 @@ class Schedule:
         for r in reader_stages:
             self._replace_reads(r, tensor, cache)
         return cache
+
+    def pack_panels(self, tensor: Tensor, dim: int, width: int, readers) -> Tensor:
+        """A copy of ``tensor`` laid out as panels ``width`` wide along ``dim``, read by ``readers``.
+
+        For ``B`` of shape (K, N), ``pack_panels(B, 1, 16, [C])`` makes ``B.panels`` of shape
+        (ceil(N/16), K, 16) with ``B.panels[jo, k, ji] = B[k, jo*16 + ji]`` (zero past N), and
+        ``C`` reads ``B.panels[j // 16, k, j % 16]`` where it read ``B[k, j]``. A micro-kernel
+        whose register tile is 16 wide along ``j`` then streams one contiguous panel as ``k``
+        advances, instead of touching a new row (and page) of ``B`` at every step: the
+        GotoBLAS packing of B, done once per call as a stage of its own (TVM's x86 dense
+        schedules and Ansor's layout rewrite do the same). The copy is a root stage; split,
+        vectorize and parallelize it like any other.
+        """
+        reader_stages = [self[r] for r in (readers if isinstance(readers, (list, tuple)) else [readers])]
+        if not reader_stages:
+            raise ScheduleError("pack_panels: give at least one reader")
+        if not 0 <= dim < len(tensor.shape):
+            raise ScheduleError(f"pack_panels: {tensor.name!r} has no dimension {dim} (it has {len(tensor.shape)})")
+        if width < 1:
+            raise ScheduleError(f"pack_panels: panel width must be positive, got {width}")
+        for r in reader_stages:
+            r._check_not_inlined("pack_panels")
+            if tensor.op not in [t.op for t in r.op.input_tensors]:
+                raise ScheduleError(f"pack_panels: stage {r.name!r} does not read {tensor.name!r}")
+        extent = tensor.shape[dim]
+        others = [n for n in range(len(tensor.shape)) if n != dim]
+        shape = (-(-extent // width), *(tensor.shape[n] for n in others), width)
+
+        def element(outer, *rest):
+            *kept, inner = rest
+            index = [None] * len(tensor.shape)
+            for n, v in zip(others, kept):
+                index[n] = v
+            index[dim] = outer * width + inner
+            value = tensor[tuple(index)]
+            if extent % width:
+                return if_then_else(index[dim] < extent, value, as_expr(0, tensor.dtype))
+            return value
+
+        packed = compute(shape, element, name=f"{tensor.name}.panels", tag="pack_panels")
+        first_reader = min(reader_stages, key=self.stages.index)
+        self._add_stage(Stage(packed.op, self), before=first_reader)
+        old_op = tensor.op
+
+        def reindex(n):
+            if not (isinstance(n, TensorRead) and n.tensor.op is old_op):
+                return None
+            idx = n.indices
+            kept = tuple(idx[k] for k in others)
+            return TensorRead(packed, (idx[dim] // width, *kept, idx[dim] % width), n.dtype)
+
+        for r in reader_stages:
+            body = transform(r.op.body, reindex)
+            self._set_op(r, ComputeOp(r.op.name, r.op.axis, body, r.op.tag, r.op.attrs))
+        return packed
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a ``<name>.<scope>`` buffer and copy it out afterwards.

@@ -41,12 +41,13 @@ def _task(case: str) -> Task:
     return Task(name, CASES[case])
 
 
-def _check_sampled(case: str, count: int, seed: int) -> None:
-    """Build ``count`` distinct random configs and compare each with the reference."""
+def _check_sampled(case: str, count: int = 0, seed: int = 0, configs=None) -> None:
+    """Build ``count`` distinct random configs (or ``configs``) and compare each with the reference."""
     task = _task(case)
     wl = task.workload
     rng = random.Random(seed)
-    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(count))}.values())
+    if configs is None:
+        configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(count))}.values())
     builds = LocalBuilder().build([MeasureInput(task, c) for c in configs])
     inputs = wl.random_inputs(seed)
     refs = wl.reference(*inputs)

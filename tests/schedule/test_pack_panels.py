@@ -1,0 +1,112 @@
+"""Panel packing: an input rewritten into register-tile-wide panels, by hand and in the space."""
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+import backends
+import schedule
+import te
+from autotune.task import Task
+from schedule.config import Config
+from schedule.stage import ScheduleError
+from schedule.space import panel_inputs
+
+from sched_helpers import check, tensor
+from test_space import CASES, _check_sampled
+
+
+def _matmul_with_panels(M, N, K, width):
+    wl = te.create_workload("matmul", M=M, N=N, K=K)
+    A, B, C = wl.args
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    packed = s.pack_panels(B, 1, width, [CL])
+    return wl, s, packed, CL
+
+
+@pytest.mark.parametrize("N,width", [(48, 16), (17, 4), (5, 8)])
+def test_panels_hold_the_input_and_the_reader_gets_the_same_result(N, width):
+    wl, s, packed, CL = _matmul_with_panels(13, N, 11, width)
+    assert packed.shape == (-(-N // width), 11, width)
+    i, j = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    jo, ji = s[CL].split(j, factor=width)
+    s[CL].reorder(i, jo, k, ji)
+    s[CL].vectorize(ji)
+    s[packed].vectorize(s[packed].op.axis[-1])
+    check(s, wl)
+
+
+def test_the_reader_indexes_whole_panels_when_its_tile_matches_the_width():
+    wl, s, packed, CL = _matmul_with_panels(16, 64, 8, 16)
+    C = wl.outputs[0]
+    i, j = C.op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 16)
+    s[CL].compute_at(s[C], jo)
+    source = backends.build(s, wl.args).source
+    indices = re.findall(r"B_panels\[([^\]]*)\]", source)
+    assert len(indices) >= 2, source  # written by the packing loop, read by the tile
+    assert not any("/" in x or "%" in x for x in indices), indices
+    check(s, wl)
+
+
+def test_dense_weights_pack_along_their_first_dimension():
+    wl = te.create_workload("dense", M=9, N=20, K=7)
+    W = tensor(wl, "W")
+    s = schedule.create_schedule(wl.outputs)
+    dense = next(st for st in s.stages if st.name == "dense")
+    packed = s.pack_panels(W, 0, 8, [dense])
+    assert packed.shape == (3, 7, 8)
+    check(s, wl)
+
+
+def test_bad_arguments_are_refused_where_they_are_given():
+    wl = te.create_workload("matmul", M=8, N=8, K=8)
+    A, B, C = wl.args
+    s = schedule.create_schedule(C)
+    with pytest.raises(ScheduleError, match="no dimension 2"):
+        s.pack_panels(B, 2, 4, [C])
+    with pytest.raises(ScheduleError, match="positive"):
+        s.pack_panels(B, 1, 0, [C])
+    with pytest.raises(ScheduleError, match="at least one reader"):
+        s.pack_panels(B, 1, 4, [])
+    other = te.placeholder((8, 8), name="D")
+    with pytest.raises(ScheduleError, match="does not read 'D'"):
+        s.pack_panels(other, 1, 4, [C])
+
+
+def test_the_space_offers_panels_of_inputs_indexed_by_the_innermost_axis():
+    assert panel_inputs(Task("matmul", dict(M=8, N=8, K=8)).workload.outputs[0].op) == {"B": 1}
+    batch = Task("batch_matmul", CASES["batch_matmul"])
+    assert "panels:B" in next(k for k in batch.space.knobs.knobs if k.name == "C.pack").candidates
+    dense = Task("dense", CASES["dense"])
+    pack = next(k for k in dense.space.knobs.knobs if k.name == "dense.pack")
+    assert "panels:W" in pack.candidates and "panels:X" not in pack.candidates
+    conv = Task("conv2d", CASES["conv2d"])  # NCHW: the innermost axis (ow) reads data through ow + s
+    assert not any(str(c).startswith("panels:") for k in conv.space.knobs.knobs for c in k.candidates)
+
+
+def _with_pack(config: Config, stage: str, pack: str) -> Config:
+    return Config(config.sketch, dict(config.values, **{f"{stage}.pack": pack}))
+
+
+@pytest.mark.parametrize("case,stage,packed", [("matmul", "C", "B"), ("dense", "dense", "W"),
+                                              ("batch_matmul", "C", "B")])
+def test_panel_configs_build_and_match_the_reference(case, stage, packed):
+    """Every sampled config, forced to pack panels (the space rejects width-1 tiles)."""
+    task = Task(case, CASES[case])
+    rng = random.Random(3)
+    configs = []
+    while len(configs) < 8:
+        config = _with_pack(task.space.sample(rng), stage, "panels:" + packed)
+        reason = task.space.check(config)
+        if reason is None:
+            configs.append(config)
+        else:
+            assert "need a register tile wider than 1" in reason
+    _check_sampled(case, configs=configs)
+    described = task.space.describe_config(configs[0])
+    assert f"packs {packed} into panels" in described
