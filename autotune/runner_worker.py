@@ -130,7 +130,8 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
 
         def start_round(round_: int) -> None:
             inputs, outputs = (placed_copies(ws.inputs, rng), placed_copies(ws.outputs, rng))
-            now.update(outputs=outputs, ptrs=[a.ctypes.data for a in inputs + outputs],
+            # The arrays stay referenced while the kernels get their raw pointers.
+            now.update(inputs=inputs, outputs=outputs, ptrs=[a.ctypes.data for a in inputs + outputs],
                        anchor=numpy_equivalent_on(ws.workload, inputs) if has_anchor else None)
 
         def one_round(fn, args) -> float:

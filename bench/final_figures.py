@@ -84,7 +84,8 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
 
     def start_round(round_: int) -> None:
         x, y, z = (a, b, c) if round_ == 0 else placed_copies([a, b, c], rng)
-        now.update(pointers=[x.ctypes.data, y.ctypes.data, z.ctypes.data],  # kernel()'s checks cost microseconds
+        now.update(arrays=(x, y, z),  # alive while the kernel has their raw pointers
+                   pointers=[x.ctypes.data, y.ctypes.data, z.ctypes.data],  # kernel()'s checks cost microseconds
                    anchor=numpy_equivalent_on(task.workload, [x, y]))
 
     def one_round(fn) -> float:
@@ -125,9 +126,11 @@ def main() -> None:
         for seed in args.seeds:
             db = Path(tmp) / f"seed{seed}.db"
             reported, cli_ours, cli_numpy, wall = tune(shape, args.trials, seed, args.final, db, env)
-            out = subprocess.run([sys.executable, __file__, "--shape", *map(str, shape), "--retime", str(db)],
-                                 capture_output=True, text=True, env=env, check=True).stdout.split()
-            ours, numpy_gflops, ratio, slowest, fastest = map(float, out)
+            proc = subprocess.run([sys.executable, __file__, "--shape", *map(str, shape), "--retime", str(db)],
+                                  capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                raise SystemExit(f"re-timing seed {seed} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            ours, numpy_gflops, ratio, slowest, fastest = map(float, proc.stdout.split())
             gap = reported / ratio - 1.0
             gaps.append(abs(gap))
             print(f"| {seed} | {cli_ours:.1f} / {cli_numpy:.1f} | {reported:.3f}x | {ours:.1f} / {numpy_gflops:.1f} | "

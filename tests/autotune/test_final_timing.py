@@ -186,6 +186,18 @@ def test_a_workload_without_an_anchor_still_gets_its_final_timing(tmp_path):
         assert db.list_runs(task.key)[-1].anchor_gflops is None
 
 
+@pytest.mark.parametrize("size", [64, 256])  # arrays on the heap, and mapped pages of their own
+def test_without_the_anchor_the_placed_arrays_live_as_long_as_the_kernels_use_them(tmp_path, size):
+    """Only the anchor kept this round's inputs referenced: without it they were freed while
+    the kernels still read them, and the candidates failed (or read released memory)."""
+    task = autotune.Task("matmul", dict(M=size, N=size, K=size), target="cpu")
+    options = FinalTimingOptions(candidates=2, rounds=3, min_time=0.0, min_repeats=1, pause=0.0, anchor=False)
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        result = autotune.tune(task, trials=4, tuner="random", db=db, batch_size=4, timing=QUICK, final=options)
+    assert result.final.errors == {} and result.final.anchor_rounds is None
+    assert all(len(r) == 3 for r in result.final.round_costs)
+
+
 def test_a_runner_without_a_final_timing_keeps_the_search_best_and_says_why(tmp_path):
     from autotune.runner import LocalRunner
 
