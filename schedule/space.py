@@ -43,6 +43,22 @@ MAX_REGISTER_TILE = 1024
 MAX_LOCAL_BYTES = 256 * 1024
 
 
+@dataclass(frozen=True)
+class RegisterFile:
+    """The SIMD registers a CPU multi-level tile's accumulators must fit in (from the
+    target's facts: AVX-512 has 32 of 64 bytes, AVX2 16 of 32)."""
+
+    vector_bytes: int = 64
+    count: int = 32
+
+    def vectors_needed(self, register_tile: list[int], nbytes: int) -> int:
+        """Registers one step of a micro-kernel with this register tile (S3 sizes, the last
+        vectorized) keeps live: its accumulators, the vectors of one row of the streamed
+        input and one broadcast value."""
+        row = -(-register_tile[-1] * nbytes // self.vector_bytes)
+        return _prod(register_tile[:-1]) * row + row + 1
+
+
 def _divisors(n: int) -> list[int]:
     small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
@@ -103,6 +119,7 @@ class ConfigSpace(SearchSpace):
     sketch: Sketch
     knobs: KnobSet
     names: dict
+    registers: RegisterFile = RegisterFile()
 
     sketch_version: ClassVar[str] = SKETCH_VERSION
 
@@ -165,6 +182,10 @@ class ConfigSpace(SearchSpace):
             local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES:
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
+            needed = self.registers.vectors_needed([t[2] for t in tiles], nbytes)
+            if needed > self.registers.count:
+                return (f"{name}: register tile {'x'.join(str(t[2]) for t in tiles)} needs {needed} vector "
+                        f"registers; the target has {self.registers.count}")
         elif plan.role == SIMPLE:
             last = d.tiles[-1][0]
             if last * nbytes > MAX_VECTOR_BYTES * 4:

@@ -58,6 +58,11 @@ class CpuFacts:
     def vector_bytes(self) -> int:
         return self.vector_bits // 8
 
+    @property
+    def vector_registers(self) -> int:
+        """SIMD registers the compiler can allocate: 32 with AVX-512 (zmm0-31), else 16."""
+        return 32 if self.isa == "avx512" else 16
+
 
 def _cpuinfo_field(text: str, names: tuple[str, ...]) -> str:
     for line in text.splitlines():
@@ -172,6 +177,11 @@ class CpuKind(TargetKind):
         from ..space import ConfigSpace
 
         return ConfigSpace
+
+    def space_options(self, target) -> dict:
+        from ..space import RegisterFile
+
+        return {"registers": RegisterFile(target.facts.vector_bytes, target.facts.vector_registers)}
 
 
 CPU = register_target_kind(CpuKind())
