@@ -38,14 +38,16 @@ from schedule.config import Config
 from tuning_db.records import FINAL_TUNER
 
 from .measure import MeasureInput, MeasureResult, Status
+from .timing_protocol import SETTLE_S
 
 
 @dataclass(frozen=True)
 class FinalTimingOptions:
     """How the final timing measures: the ``candidates`` fastest distinct configs of the
     run, ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
-    ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds; ``anchor``
-    False leaves the anchor out (the command line's ``--no-anchor``)."""
+    ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds and ``settle``
+    seconds between the anchor and the candidates; ``anchor`` False leaves the anchor out
+    (the command line's ``--no-anchor``)."""
 
     candidates: int = 5
     rounds: int = 5
@@ -54,6 +56,7 @@ class FinalTimingOptions:
     max_repeats: int = 100
     pause: float = 0.2
     anchor: bool = True
+    settle: float = SETTLE_S
 
     def __post_init__(self):
         if not isinstance(self.candidates, int) or self.candidates < 0:
@@ -75,10 +78,13 @@ class InterleavedTimes:
 
 
 def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anchor: Callable[[], float] | None,
-                       rounds: int, *, pause: float = 0.0, sleep: Callable[[float], object] = time.sleep,
+                       rounds: int, *, pause: float = 0.0, settle: float = 0.0,
+                       sleep: Callable[[float], object] = time.sleep,
                        start_round: Callable[[int], object] = lambda round_: None) -> InterleavedTimes:
     """Time ``n`` candidates and the anchor in ``rounds`` rounds: even rounds run the anchor,
     then the candidates forward; odd rounds the candidates backward, then the anchor.
+    Rounds are ``pause`` seconds apart, and the anchor is ``settle`` seconds away from the
+    candidates on either side (one library's idle threads must not slow the other's).
 
     ``start_round(r)`` runs before round ``r`` (the measuring process places the arrays
     anew there). ``time_candidate(i)`` and ``time_anchor()`` return one round's median
@@ -94,7 +100,11 @@ def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anch
         for i in order:
             if i is None:
                 if time_anchor is not None:
+                    if round_ % 2 == 1 and n and settle:
+                        sleep(settle)
                     times.anchor.append(time_anchor())
+                    if round_ % 2 == 0 and n and settle:
+                        sleep(settle)
             elif i not in times.errors:
                 try:
                     times.candidates[i].append(time_candidate(i))

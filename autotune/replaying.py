@@ -244,6 +244,9 @@ class RecordedSpace(SearchSpace):
     def sample(self, rng, max_tries: int = 1000) -> Config:
         return rng.choice(self._configs)
 
+    def starting_points(self, rng) -> list[Config]:
+        return [c for c in self.inner.starting_points(rng) if self.check(c) is None]
+
     def mutate(self, config: Config, rng, local: float = 0.0) -> Config:
         return self.inner.mutate(config, rng, local)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from .measure import BuildResult, MeasureResult, Runner, Status
+from .timing_protocol import quiet_threads_env
 
 
 @dataclass
@@ -90,7 +91,7 @@ class LocalRunner(Runner):
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
+        env = quiet_threads_env(dict(os.environ))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
             [sys.executable, "-m", "autotune.runner_worker", str(to_child_r), str(to_parent_w), str(os.getpid())],

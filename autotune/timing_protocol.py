@@ -23,19 +23,42 @@ import numpy as np
 MIN_REPEAT_S = 2e-3
 #: Seconds between an anchor's rounds: a neighbour's burst of load lasts about that long.
 ROUND_PAUSE_S = 0.5
+#: Environment of a process that times kernels and an anchor in turn. After each call
+#: OpenBLAS's threads spin for 2^28 cycles (about 0.1 s) before they sleep, holding a
+#: core that the next kernel timed needs: a two-thread kernel timed right after NumPy ran
+#: at half speed, and still well below its speed 100 ms later. With the shortest timeout
+#: they sleep at once; OpenBLAS's own speed is unchanged (its threads wake per call).
+#: Set where the user has not set it.
+QUIET_THREADS_ENV = {"OPENBLAS_THREAD_TIMEOUT": "4"}
+#: Seconds to wait when the anchor and the candidates take turns: the OpenMP threads of
+#: a kernel spin a few milliseconds after it returns, and slowed NumPy's next call.
+SETTLE_S = 0.05
+
+
+def quiet_threads_env(env: dict) -> dict:
+    """``env`` with ``QUIET_THREADS_ENV`` added where it does not set those variables."""
+    return {**QUIET_THREADS_ENV, **env}
 
 
 def time_round(fn: Callable, args: tuple, *, min_repeats: int, max_repeats: int, min_time: float,
                flush: Callable[[], object], best_cost: float | None = None, slow_factor: float = 3.0,
-               clock: Callable[[], float] = time.perf_counter) -> list[float]:
+               clock: Callable[[], float] = time.perf_counter, warmed_up: float | None = None) -> list[float]:
     """Seconds per call of ``fn(*args)``, one entry per repeat of one round.
 
-    A first call ``slow_factor`` times slower than ``best_cost`` ends the round after
-    the warm-up (``[first]``): it cannot win, and that one timing ranks it.
+    The round starts with a warm-up call. A caller that has just made a call (the
+    measuring process's verifying call) passes its seconds as ``warmed_up``: a call of at
+    least ``MIN_REPEAT_S`` that does not look hopeless then stands in for the warm-up (a
+    short kernel's first call is mostly cold start, and the warm-up costs it nothing). A
+    warm-up ``slow_factor`` times slower than ``best_cost`` ends the round (``[first]``):
+    it cannot win, and that one timing ranks it.
     """
-    t0 = clock()
-    fn(*args)  # warm-up
-    first = clock() - t0
+    hopeless = best_cost is not None and warmed_up is not None and warmed_up > slow_factor * best_cost
+    if warmed_up is None or warmed_up < MIN_REPEAT_S or hopeless:
+        t0 = clock()
+        fn(*args)  # warm-up
+        first = clock() - t0
+    else:
+        first = warmed_up
     if best_cost is not None and first > slow_factor * best_cost:
         return [first]
     number = max(1, int(MIN_REPEAT_S / max(first, 1e-9)))

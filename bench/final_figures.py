@@ -52,6 +52,10 @@ def tune(shape: tuple[int, int, int], trials: int, seed: int, final: int, db: Pa
     best, numpy_gflops = BEST.search(proc.stdout), ANCHOR.search(proc.stdout)
     if not found or best is None or numpy_gflops is None:
         raise SystemExit(f"no ratio in the output of {' '.join(cmd)}:\n{proc.stdout}")
+    spent = re.search(r"^time: +(.*)$", proc.stdout, re.M)
+    chosen = re.search(r"^ +decisions \(what the config asks for\):\n +(.*)$", proc.stdout, re.M)
+    print(f"<!-- seed {seed}: {spent.group(1) if spent else '?'}; best: {chosen.group(1) if chosen else '?'} -->",
+          flush=True)
     return found[-1], float(best.group(1)), float(numpy_gflops.group(1)), wall
 
 
@@ -68,7 +72,7 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
     import tuning_db
     from autotune.anchor import numpy_equivalent_on
     from autotune.final_timing import interleaved_rounds, placed_copies
-    from autotune.timing_protocol import CacheFlusher, time_round
+    from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
 
     m, n, k = shape
     task = autotune.Task("matmul", dict(M=m, N=n, K=k), target="cpu")
@@ -93,7 +97,7 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
                                             flush=flush))
 
     times = interleaved_rounds(1, lambda i: one_round(lambda: kernel.call_unchecked(now["pointers"])),
-                               lambda: one_round(now["anchor"]), rounds, start_round=start_round)
+                               lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round)
     if times.errors:
         raise SystemExit(f"re-timing failed: {times.errors[0]}")
     ours, theirs = times.candidates[0], times.anchor
@@ -117,7 +121,11 @@ def main() -> None:
     reexec_without_blas_overrides()
     print(f"# matmul {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
           f"NumPy: {blas_description()}")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    from autotune.timing_protocol import quiet_threads_env
+
+    # The re-timing process idles OpenBLAS's threads as the measuring process does.
+    env = quiet_threads_env(dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
     print("| seed | CLI GFLOP/s (ours / NumPy) | CLI ratio | re-timed GFLOP/s (ours / NumPy) "
           "| ours, slowest-fastest round | re-timed ratio | CLI vs re-timed | tuning wall |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

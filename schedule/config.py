@@ -238,6 +238,10 @@ class SearchSpace:
                 return config
         raise ConfigError("could not sample a valid config; the space's limits reject nearly everything")
 
+    def starting_points(self, rng: random.Random) -> list[Config]:
+        """Valid configs a search should measure first (known-good shapes); none by default."""
+        return []
+
     def mutate(self, config: Config, rng: random.Random, local: float = 0.0) -> Config:
         """One decision changed; a neighbouring candidate with probability ``local`` (see KnobSet.mutate)."""
         return self.knobs.mutate(config, rng, local)

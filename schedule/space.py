@@ -258,6 +258,12 @@ class ConfigSpace(SearchSpace):
                 appliers[plan.role](s, plan, d)
         return s, self.args
 
+    def starting_points(self, rng) -> list[Config]:
+        """Micro-kernel-shaped configs (``schedule.starting_points``): where a search begins."""
+        from .starting_points import starting_points
+
+        return starting_points(self, rng)
+
     # ------------------------------------------------------------ explanation
 
     def describe(self) -> str:

@@ -45,7 +45,7 @@ from te.expr import TensorRead, post_order
 from te.tensor import ComputeOp, Tensor
 
 from .bounds import infer_region
-from .config import Knob
+from .config import Config, Knob
 from .decisions import (GPU_CODECS, GPU_MULTI_LEVEL, GPU_SIMPLE, GPUMultiLevelDecisions, GPUSimpleDecisions,
                         StageCodec, StageDecisions)
 from .passes import GPULimits
@@ -97,6 +97,10 @@ class GPUConfigSpace(ConfigSpace):
     @classmethod
     def from_tensors(cls, inputs, outputs, target: str = "cuda") -> "GPUConfigSpace":
         return super().from_tensors(inputs, outputs, target)
+
+    def starting_points(self, rng) -> list[Config]:
+        """None yet: the CPU's micro-kernel shapes do not carry over to thread blocks."""
+        return []
 
     # ------------------------------------------------------------ per-role hooks (GPU)
 

@@ -110,6 +110,7 @@ class Tuner:
         self._remaining: list[Config] | None = None  # unvisited valid configs, once enumerated
         self._valid_keys: set[str] | None = None
         self._visited_valid = 0
+        self._starts: list[Config] | None = None  # the space's starting points not offered yet
 
     # ------------------------------------------------------------ the contract
 
@@ -191,6 +192,18 @@ class Tuner:
         if len(out) < n:
             out.extend(self._from_remaining(n - len(out)))
         return out
+
+    def _starting_then_random(self, n: int) -> list[Config]:
+        """The space's starting points not yet visited, then random configs: the first
+        batches of a tuner that climbs from what it measured."""
+        if self._starts is None:
+            self._starts = list(self.space.starting_points(self.rng))
+        out: list[Config] = []
+        while self._starts and len(out) < n:
+            config = self._starts.pop(0)
+            if self._mark(config):
+                out.append(config)
+        return out + self._random_fresh(n - len(out))
 
     def _from_remaining(self, n: int) -> list[Config]:
         """Draw from the enumerated rest of a small space (sampling keeps hitting old configs)."""

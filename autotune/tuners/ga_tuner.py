@@ -44,7 +44,7 @@ class GATuner(Tuner):
     def next_batch(self, n: int) -> list[Config]:
         pop = self._population()
         if len(pop) < 2:
-            return self._random_fresh(n)
+            return self._starting_then_random(n)
         out: list[Config] = []
         for elite in pop[:self.elite_num]:
             if len(out) >= n:

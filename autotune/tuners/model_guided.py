@@ -182,7 +182,7 @@ class ModelGuidedSearch(Tuner):
         if n <= 0:
             return []
         if not self.model.fitted or (len(self._costs) < self.options.min_train and not self._warm):
-            return self._random_fresh(n)
+            return self._starting_then_random(n)
         n_random = min(n, int(round(self.options.eps_random * n)))
         n_model = n - n_random
         self._plan = [c for c in self._plan if not self.visited(c)]

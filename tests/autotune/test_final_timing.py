@@ -44,6 +44,32 @@ def test_each_round_times_the_anchor_and_every_candidate_alternating_direction()
     assert times.candidates == [[1.0] * 3] * 3 and times.anchor == [1.0] * 3 and times.errors == {}
 
 
+def test_the_anchor_keeps_a_settling_time_from_the_candidates_on_both_sides():
+    events = []
+    interleaved_rounds(2, lambda i: events.append(i) or 1.0, lambda: events.append("A") or 1.0, rounds=2,
+                       pause=0.5, settle=0.05, sleep=lambda s: events.append(f"sleep {s}"))
+    assert events == ["A", "sleep 0.05", 0, 1, "sleep 0.5", 1, 0, "sleep 0.05", "A"]
+
+
+def test_the_measuring_process_idles_openblas_threads_unless_the_user_chose(monkeypatch):
+    from autotune.runner import LocalRunner
+
+    task = autotune.Task("matmul", dict(M=8, N=8, K=8), target="cpu")
+    for preset, expected in ((None, "4"), ("9", "9")):
+        if preset is None:
+            monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", preset)
+        runner = LocalRunner()
+        try:
+            runner._ensure(task)
+            with open(f"/proc/{runner._proc.pid}/environ", "rb") as f:
+                env = dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
+        finally:
+            runner.close()
+        assert env[b"OPENBLAS_THREAD_TIMEOUT"] == expected.encode()
+
+
 def test_without_an_anchor_only_the_candidates_are_timed():
     times = interleaved_rounds(2, lambda i: 2.0 + i, None, rounds=2, sleep=lambda s: None)
     assert times.anchor is None and times.candidates == [[2.0, 2.0], [3.0, 3.0]]

@@ -6,6 +6,8 @@ trial); a slow test does the same with the real compiler and measuring process.
 """
 from __future__ import annotations
 
+import random
+
 import json
 import math
 import os
@@ -89,13 +91,16 @@ def test_replay_with_the_same_tuner_and_seed_proposes_the_recorded_sequence(reco
 
 
 def test_the_recorded_xgb_run_has_model_guided_batches(recorded, task):
-    # until min_train (32) trials the xgb tuner samples like the random tuner with its seed;
-    # then the model chooses the last batch, so the test above compared model-guided proposals too
+    # until min_train (32) trials the xgb tuner measures the space's starting points, then
+    # samples at random; then the model chooses the last batch, so the test above compared
+    # model-guided proposals too
     _, runs = recorded
+    points = [c.to_json() for c in task.space.starting_points(random.Random(1))]
+    assert 0 < len(points) < 32 and runs["xgb"][:len(points)] == points
+    assert len(set(runs["xgb"])) == 40 and not set(runs["xgb"][len(points):]) & set(points)
     sampler = RandomTuner(task.space, seed=1)
     random_order = [c.to_json() for _ in range(5) for c in sampler.next_batch(8)]
-    assert runs["xgb"][:32] == random_order[:32]
-    assert runs["xgb"][32:] != random_order[32:] and len(set(runs["xgb"])) == 40
+    assert runs["xgb"][32:] != random_order[32:]
 
 
 def test_simulated_seconds_are_the_recorded_build_and_run_seconds(recorded, task):

@@ -47,6 +47,22 @@ def test_a_hopeless_first_call_ends_the_round():
     assert k.calls == 1
 
 
+def test_a_call_just_made_stands_in_for_the_warm_up():
+    k = ScriptedKernel([0.01])
+    costs = time_round(k, (), min_repeats=3, max_repeats=3, min_time=0.0, flush=lambda: None, clock=k.clock,
+                       warmed_up=0.01)
+    assert k.calls == 3 and costs == pytest.approx([0.01] * 3)
+    # A call that looks hopeless (maybe a cold start) gets a real warm-up, which decides.
+    k = ScriptedKernel([0.05])
+    costs = time_round(k, (), min_repeats=3, max_repeats=3, min_time=0.0, flush=lambda: None, best_cost=0.1,
+                       clock=k.clock, warmed_up=0.9)
+    assert k.calls == 4 and costs == pytest.approx([0.05] * 3)
+    # So does a short one: its first call is mostly cold start.
+    k = ScriptedKernel([1e-3])
+    time_round(k, (), min_repeats=1, max_repeats=1, min_time=0.0, flush=lambda: None, clock=k.clock, warmed_up=1.5e-3)
+    assert k.calls == 1 + int(MIN_REPEAT_S / 1e-3)
+
+
 def test_the_fastest_round_is_kept_and_rounds_are_apart():
     # round 1 slowed by a neighbour (20 ms calls), rounds 2 and 3 quiet (10 ms, 12 ms)
     k = ScriptedKernel([0.02] * 5 + [0.01] * 5 + [0.012] * 5)

@@ -1,0 +1,140 @@
+"""Micro-kernel-shaped starting points of a CPU space: where a search should begin.
+
+A random config of a GEMM-like space almost never has the shape the fastest BLAS kernels
+share (GotoBLAS, BLIS, OpenBLAS): a register tile that fills the register file with
+accumulators (``rows x width``, the width a multiple of the vector length), the
+streamed input packed into panels of that width, a reduction block whose panel slice
+stays in L1, and cache blocks of several register tiles. This module writes down a few
+such configs per space from the target's register file and the space's own candidates,
+so the model-guided and evolutionary tuners measure them in their first batch and climb
+from there, instead of waiting for the model to discover the shape.
+
+    points = starting_points(space, rng)    # valid configs of ``space``, at most LIMIT
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+from te import dtypes
+
+from .config import Config, ConfigError
+from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS
+from .sketch import MULTI_LEVEL
+
+#: Most starting points one space offers.
+LIMIT = 16
+#: Elements of the reduction one register tile accumulates per block (the panel slice of
+#: ``REDUCE_BLOCK x width`` floats stays in L1).
+REDUCE_BLOCKS = (256, 128)
+#: Rows of register tiles in one cache block of the second-last axis (A's block in L2).
+ROW_BLOCKS = (16, 8)
+#: Register tiles per cache block along the last axis (B's panels reused across rows).
+COLUMN_BLOCKS = (2, 4)
+# The outer loops of the first two axes run in parallel, so a short first axis (M = 128
+# rows is one cache block) still splits over the cores.
+
+
+def starting_points(space, rng: random.Random) -> list[Config]:
+    """Up to ``LIMIT`` distinct valid configs of ``space`` (a CPU ``ConfigSpace``) whose
+    multi-level stages have micro-kernel shape; other knobs as a random valid config has
+    them. Empty when the space has no multi-level stage or none of the shapes is valid."""
+    plans = [(p, layout) for p, layout in space._layouts if p.role == MULTI_LEVEL and layout is not None]
+    if not plans:
+        return []
+    shapes = [list(_shapes(space, p, layout)) for p, layout in plans]
+    out: dict[str, Config] = {}
+    for combo in itertools.islice(zip(*shapes), LIMIT * 4):
+        try:
+            base = space.sample(rng)
+        except ConfigError:
+            return list(out.values())
+        decisions = space.decisions(base)
+        for stage, shape in zip((layout.stage for _, layout in plans), combo):
+            d = decisions[stage]
+            d = d.with_tiles(**shape.pop("tiles")).with_reduce_tiles(**shape.pop("reduce_tiles"))
+            decisions = decisions.replace(dataclasses.replace(d, **shape))
+        config = decisions.to_config()
+        if space.check(config) is None:
+            out.setdefault(config.hash, config)
+        if len(out) >= LIMIT:
+            break
+    return list(out.values())
+
+
+def _candidates(space, layout) -> dict:
+    """attr -> candidates of one stage's decisions: a tuple for a single knob, {axis:
+    candidates} for a per-axis field (read through the stage's codec, not knob names)."""
+    by_name = {k.name: k.candidates for k in space.knobs.knobs}
+    out = {}
+    for field, names in layout.fields:
+        if len(names) == 1 and names[0][1] is None:
+            out[field.attr] = by_name.get(names[0][0], ())
+        else:
+            out[field.attr] = {axis: by_name[name] for name, axis in names}
+    return out
+
+
+def _shapes(space, plan, layout):
+    """Micro-kernel-shaped decisions of one multi-level stage (as keyword arguments for
+    its decisions: tiles and reduce_tiles by axis, the rest by field), most promising first."""
+    op = plan.op
+    cands = _candidates(space, layout)
+    nbytes = dtypes.nbytes(op.output(0).dtype)
+    lanes = max(1, space.registers.vector_bytes // nbytes)
+    axes = [iv.name for iv in op.axis]
+    tile_cands = cands["tiles"]
+    panel = next((c for c in cands["pack"] if str(c).startswith(PACK_PANELS)), PACK_NONE)
+    for width_vectors, reduce_block, row_block, column_block in itertools.product(
+            (2, 1), REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS):
+        width = _largest(_s3_values(tile_cands[axes[-1]]), lanes * width_vectors)
+        if width is None:
+            continue
+        rows = 1
+        if len(axes) > 1:
+            fits = [r for r in _s3_values(tile_cands[axes[-2]])
+                    if space.registers.vectors_needed([r, width], nbytes) <= space.registers.count]
+            rows = max(fits) if fits else 1
+        inner = {axes[-1]: (width, column_block)}
+        if len(axes) > 1:
+            inner[axes[-2]] = (rows, row_block)
+        tiles = {a: _nearest_tile(tile_cands[a], *inner.get(a, (1, 1))) for a in axes}
+        if any(t is None for t in tiles.values()):
+            continue
+        yield dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
+                   parallel=min(2, len(axes)), unroll=_unroll(cands["unroll"]),
+                   pack=panel if width > 1 else PACK_NONE)
+
+
+def _s3_values(cands) -> list[int]:
+    return sorted({t[2] for t in cands})
+
+
+def _largest(values: list[int], limit: int) -> int | None:
+    fitting = [v for v in values if v <= limit]
+    return max(fitting) if fitting else None
+
+
+def _nearest_tile(cands, s3: int, s2: int):
+    """The candidate (b, S2, S3) with S3 == ``s3`` and b == 1 whose S2 is closest to ``s2``."""
+    same = [t for t in cands if t[2] == s3 and t[0] == 1]
+    if not same:
+        return None
+    return min(same, key=lambda t: (abs(t[1] - s2), -t[1]))
+
+
+def _reduce_tiles(op, cands: dict, block: int) -> dict:
+    """Inner reduction tiles by axis, filled innermost axis first, product at most ``block``."""
+    tiles = {}
+    left = block
+    for iv in reversed(op.reduce_axis):
+        fitting = [c for c in cands[iv.name] if c <= left]
+        tiles[iv.name] = (max(fitting) if fitting else 1,)
+        left = max(1, left // tiles[iv.name][0])
+    return tiles
+
+
+def _unroll(cands) -> int:
+    """An unroll budget that unrolls the register tile's rows but not the reduction."""
+    return 64 if 64 in cands else max(cands)

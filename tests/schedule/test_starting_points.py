@@ -1,0 +1,74 @@
+"""Starting points: micro-kernel-shaped configs the model-guided and GA tuners measure first."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import te
+from autotune.cost_model import XGBCostModel
+from autotune.task import Task
+from autotune.tuners import GATuner, RandomTuner, SearchOptions, XGBTuner
+from schedule.space import ConfigSpace
+from schedule.starting_points import LIMIT
+
+from test_space import CASES, _check_sampled
+
+
+def _space(target: str, name: str = "matmul", **params) -> ConfigSpace:
+    return ConfigSpace.from_workload(te.create_workload(name, **(params or dict(M=1024, N=1024, K=1024))), target)
+
+
+@pytest.mark.parametrize("target,width", [("cpu:avx512", 32), ("cpu:avx2", 16)])
+def test_points_fill_the_register_file_and_pack_the_streamed_input(target, width):
+    space = _space(target)
+    points = space.starting_points(random.Random(0))
+    assert 1 < len(points) <= LIMIT and len({c.hash for c in points}) == len(points)
+    widths = set()
+    for config in points:
+        assert space.check(config) is None
+        c = space.decisions(config)["C"]
+        tile = [t[2] for t in c.tiles]
+        needed = space.registers.vectors_needed(tile, 4)
+        assert space.registers.count // 2 < needed <= space.registers.count, (target, tile)
+        assert c.panel_pack == "B" and c.at == "b"
+        widths.add(tile[-1])
+    assert max(widths) == width  # two vectors wide at most: AVX-512 32 floats, AVX2 16
+
+
+def test_points_follow_the_space_candidates_on_odd_shapes_and_epilogues():
+    space = _space("cpu:avx512", "dense", M=127, N=1023, K=511, bias=True, relu=True)
+    points = space.starting_points(random.Random(0))
+    assert points and all(space.check(c) is None for c in points)
+    assert all(space.decisions(c)["dense"].panel_pack == "W" for c in points)
+
+
+@pytest.mark.parametrize("case", ["matmul", "dense", "conv2d", "batch_matmul"])
+def test_points_build_and_match_the_reference(case):
+    space = Task(case if case != "conv2d_nhwc" else "conv2d", CASES[case]).space
+    points = space.starting_points(random.Random(1))
+    assert points
+    _check_sampled(case, configs=points)
+
+
+def test_a_gpu_space_has_none():
+    space = ConfigSpace.from_workload(te.create_workload("matmul", M=64, N=64, K=64), "cuda:sm_80")
+    assert space.starting_points(random.Random(0)) == []
+
+
+def _first_batch(tuner, n=32):
+    return {c.hash for c in tuner.next_batch(n)}
+
+
+def test_the_climbing_tuners_measure_them_first_and_random_does_not():
+    space = _space("cpu")
+    points = {c.hash for c in space.starting_points(random.Random(0))}
+    features = lambda c: np.zeros(4, np.float32)  # noqa: E731 - the first batch never asks the model
+    xgb = XGBTuner(space, features, seed=0, options=SearchOptions(), model=XGBCostModel(seed=0, nthread=1))
+    assert points <= _first_batch(xgb)
+    assert points <= _first_batch(GATuner(space, seed=0))
+    assert not points & _first_batch(RandomTuner(space, seed=0))
+    again = GATuner(space, seed=0)
+    again.update(list(space.starting_points(random.Random(0))), [1.0] * len(points))  # a resumed run measured them
+    assert not points & _first_batch(again)
