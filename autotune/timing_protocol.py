@@ -25,10 +25,9 @@ MIN_REPEAT_S = 2e-3
 ROUND_PAUSE_S = 0.5
 #: Environment of a process that times kernels and an anchor in turn. After each call
 #: OpenBLAS's threads spin for 2^28 cycles (about 0.1 s) before they sleep, holding a
-#: core that the next kernel timed needs: a two-thread kernel timed right after NumPy ran
-#: at half speed, and still well below its speed 100 ms later. With the shortest timeout
-#: they sleep at once; OpenBLAS's own speed is unchanged (its threads wake per call).
-#: Set where the user has not set it.
+#: core that the next kernel timed needs (``bench/RESULTS.md`` has the slowdown). With the
+#: shortest timeout they sleep at once; OpenBLAS's own speed is unchanged (its threads
+#: wake per call). Set where the user has not set it.
 QUIET_THREADS_ENV = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 #: Seconds to wait when the anchor and the candidates take turns: the OpenMP threads of
 #: a kernel spin a few milliseconds after it returns, and slowed NumPy's next call.
