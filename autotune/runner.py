@@ -14,8 +14,9 @@ down, so the batch is measured in ``TimingOptions.rounds`` passes, alternately f
 and backward, seconds apart, and each candidate keeps its fastest round (the round
 with the lowest median). Only candidates within ``recheck_within`` of the best known
 cost get the later rounds: a kernel 3x slower than the best ranks the same either way.
-A failure in a later round (a wrong answer from a racy kernel, a crash) is the
-candidate's result: it was not reliable.
+From the third round on, a candidate whose rounds so far agree (within
+``settled_within``) is not measured again. A failure in a later round (a wrong answer
+from a racy kernel, a crash) is the candidate's result: it was not reliable.
 
 How much the rounds buy in repeatability, and what they cost, is measured in
 ``bench/RESULTS.md``.
@@ -40,8 +41,10 @@ class TimingOptions:
 
     ``min_time``, ``min_repeats`` and ``max_repeats`` are per round; ``rounds`` passes
     over the batch (see the module docstring), the later ones only for candidates within
-    ``recheck_within`` times the best cost; ``slow_factor``: a candidate whose first
-    call is that much slower than the best stops after it.
+    ``recheck_within`` times the best cost, and from the third on only for those whose
+    rounds so far differ by more than ``settled_within`` (two rounds that agree leave a
+    third nothing to correct); ``slow_factor``: a candidate whose first call is that much
+    slower than the best stops after it.
     """
 
     min_time: float = 0.035
@@ -50,12 +53,15 @@ class TimingOptions:
     slow_factor: float = 3.0
     rounds: int = 3
     recheck_within: float = 2.0
+    settled_within: float = 0.03
 
     def __post_init__(self):
         if not isinstance(self.rounds, int) or self.rounds < 1:
             raise ValueError(f"TimingOptions.rounds must be an int >= 1, got {self.rounds!r}")
         if self.recheck_within < 1.0:
             raise ValueError(f"TimingOptions.recheck_within must be >= 1, got {self.recheck_within!r}")
+        if self.settled_within < 0.0:
+            raise ValueError(f"TimingOptions.settled_within must be >= 0, got {self.settled_within!r}")
 
 
 class LocalRunner(Runner):
@@ -228,8 +234,9 @@ def measure_in_rounds(count: int, measure, options: TimingOptions,
     ``measure(i, best_cost)`` measures candidate ``i`` once and returns its
     MeasureResult. The first round measures every candidate in order; each later
     round runs backward, then forward, over the candidates still ok and within
-    ``options.recheck_within`` of the best cost so far, and keeps each one's faster
-    round (a failure in a later round wins).
+    ``options.recheck_within`` of the best cost so far (from the third round on, only
+    those whose rounds differ by more than ``options.settled_within``), and keeps each
+    one's faster round (a failure in a later round wins).
     """
     results = []
     for i in range(count):
@@ -239,13 +246,20 @@ def measure_in_rounds(count: int, measure, options: TimingOptions,
         results.append(result)
     if best_cost is None:
         return results  # nothing measured ok: nothing to measure again
+    round_costs = [[r.cost] if r.ok else [] for r in results]
     for round_ in range(1, options.rounds):
         best_cost = min([best_cost] + [r.cost for r in results if r.ok])
         indices = range(count) if round_ % 2 == 0 else range(count - 1, -1, -1)
         for i in indices:
             first = results[i]
-            if first.ok and first.cost <= options.recheck_within * best_cost:
-                results[i] = keep_faster_round(first, measure(i, best_cost))
+            if not first.ok or first.cost > options.recheck_within * best_cost:
+                continue
+            if round_ >= 2 and max(round_costs[i]) <= (1.0 + options.settled_within) * min(round_costs[i]):
+                continue  # its rounds agree: another one would not change its figure
+            again = measure(i, best_cost)
+            if again.ok:
+                round_costs[i].append(again.cost)
+            results[i] = keep_faster_round(first, again)
     return results
 
 

@@ -1,11 +1,13 @@
 """Does the figure the command line reports hold up? Tune, then re-time the stored best in a
-fresh process, as a user would, and compare the two ratios against NumPy.
+fresh process, as a user would, and compare the two ratios against NumPy (matmul; dense
+with bias and relu against NumPy composed).
 
     python bench/final_figures.py                         # matmul 1024^3, 200 trials, seeds 0 1 2
     python bench/final_figures.py --shape 512 512 512 --trials 64 --seeds 0
     python bench/final_figures.py --final 0               # the search's best reading instead
+    python bench/final_figures.py --op dense --shape 128 4096 4096 --trials 500 --seeds 0
 
-Each seed runs ``autotune matmul ... --trials N --seed S`` into a database of its own and
+Each seed runs ``autotune <op> ... --trials N --seed S`` into a database of its own and
 reads the ratio it prints. Then a new process opens that database, builds the task through
 ``apply_best`` (``autotune.build``) and times the kernel and NumPy alternately: five rounds,
 each timing both with at least 15 cache-flushed repeats, the ratio of their medians; the
@@ -36,12 +38,17 @@ BEST = re.compile(r"^best: +([0-9.e+]+) GFLOP/s", re.M)
 ANCHOR = re.compile(r"^anchor: +NumPy ([0-9.e+]+) GFLOP/s", re.M)
 
 
-def tune(shape: tuple[int, int, int], trials: int, seed: int, final: int, db: Path,
+#: The ops this bench tunes: the command line's own defaults (dense: with bias and relu, its
+#: NumPy anchor composed of np.matmul, the bias add and the relu).
+OPS = ("matmul", "dense")
+
+
+def tune(op: str, shape: tuple[int, int, int], trials: int, seed: int, final: int, db: Path,
          env: dict) -> tuple[float, float, float, float]:
     """Run the command line; (the ratio it printed, its GFLOP/s for the best and for NumPy,
     its wall time in seconds)."""
     m, n, k = shape
-    cmd = [sys.executable, "-m", "autotune.cli", "matmul", "-M", str(m), "-N", str(n), "-K", str(k),
+    cmd = [sys.executable, "-m", "autotune.cli", op, "-M", str(m), "-N", str(n), "-K", str(k),
            "--trials", str(trials), "--seed", str(seed), "--final", str(final), "--db", str(db), "--no-progress"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
@@ -59,7 +66,7 @@ def tune(shape: tuple[int, int, int], trials: int, seed: int, final: int, db: Pa
     return found[-1], float(best.group(1)), float(numpy_gflops.group(1)), wall
 
 
-def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: int = 15,
+def retime(op: str, shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: int = 15,
            min_time: float = 0.3) -> tuple[float, float, float, float, float]:
     """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio, slowest and fastest
     round of the kernel), medians of ``rounds`` rounds timed alternately, each round's
@@ -74,23 +81,28 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
     from autotune.final_timing import interleaved_rounds, placed_copies
     from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
 
+    from autotune.verify import mismatch, reduction_length
+
     m, n, k = shape
-    task = autotune.Task("matmul", dict(M=m, N=n, K=k), target="cpu")
+    params = dict(M=m, N=n, K=k, **(dict(bias=True, relu=True) if op == "dense" else {}))  # the CLI's defaults
+    task = autotune.Task(op, params, target="cpu")
     with tuning_db.Database(db, create=False) as opened:
         kernel = autotune.build(task, db=opened)
-    a, b = task.workload.random_inputs(seed=0)
-    c = np.empty((m, n), np.float32)
-    kernel(a, b, c)
-    assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3), "the stored best computes a wrong result"
+    inputs = task.workload.random_inputs(seed=0)
+    (reference,) = task.workload.reference(*inputs)
+    c = np.empty(reference.shape, reference.dtype)
+    kernel(*inputs, c)
+    problem = mismatch(c, reference, reduction_length(task.workload.outputs))
+    assert problem is None, f"the stored best computes a wrong result: {problem}"
     flush = CacheFlusher()
     rng = random.Random(1)
     now: dict = {}
 
     def start_round(round_: int) -> None:
-        x, y, z = (a, b, c) if round_ == 0 else placed_copies([a, b, c], rng)
-        now.update(arrays=(x, y, z),  # alive while the kernel has their raw pointers
-                   pointers=[x.ctypes.data, y.ctypes.data, z.ctypes.data],  # kernel()'s checks cost microseconds
-                   anchor=numpy_equivalent_on(task.workload, [x, y]))
+        arrays = [*inputs, c] if round_ == 0 else placed_copies([*inputs, c], rng)
+        now.update(arrays=arrays,  # alive while the kernel has their raw pointers
+                   pointers=[x.ctypes.data for x in arrays],  # kernel()'s checks cost microseconds
+                   anchor=numpy_equivalent_on(task.workload, arrays[:-1]))
 
     def one_round(fn) -> float:
         return statistics.median(time_round(fn, (), min_repeats=min_repeats, max_repeats=1000, min_time=min_time,
@@ -108,6 +120,7 @@ def retime(shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", choices=OPS, default="matmul")
     parser.add_argument("--shape", type=int, nargs=3, default=(1024, 1024, 1024), metavar=("M", "N", "K"))
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -116,10 +129,10 @@ def main() -> None:
     args = parser.parse_args()
     shape = tuple(args.shape)
     if args.retime is not None:
-        print(*retime(shape, args.retime))
+        print(*retime(args.op, shape, args.retime))
         return
     reexec_without_blas_overrides()
-    print(f"# matmul {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
+    print(f"# {args.op} {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
           f"NumPy: {blas_description()}")
     from autotune.timing_protocol import quiet_threads_env
 
@@ -133,8 +146,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             db = Path(tmp) / f"seed{seed}.db"
-            reported, cli_ours, cli_numpy, wall = tune(shape, args.trials, seed, args.final, db, env)
-            proc = subprocess.run([sys.executable, __file__, "--shape", *map(str, shape), "--retime", str(db)],
+            reported, cli_ours, cli_numpy, wall = tune(args.op, shape, args.trials, seed, args.final, db, env)
+            proc = subprocess.run([sys.executable, __file__, "--op", args.op, "--shape", *map(str, shape),
+                                   "--retime", str(db)],
                                   capture_output=True, text=True, env=env)
             if proc.returncode != 0:
                 raise SystemExit(f"re-timing seed {seed} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

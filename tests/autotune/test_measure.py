@@ -136,6 +136,18 @@ def test_later_rounds_measure_only_candidates_near_the_best():
     assert [b for _, b in measure.calls] == [None, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.9]
 
 
+def test_a_third_round_only_for_candidates_whose_rounds_disagree():
+    measure = ScriptedMeasurer([[1.0, 1.02, 0.5], [1.0, 1.2, 1.1], [1.0, 0.98, 0.4]])
+    results = measure_in_rounds(3, measure, TimingOptions(rounds=3, settled_within=0.03))
+    assert [i for i, _ in measure.calls] == [0, 1, 2, 2, 1, 0, 1]  # 0 and 2 agree within 3 %
+    assert [r.rounds for r in results] == [2, 3, 2]
+    assert [r.cost for r in results] == [1.0, 1.0, 0.98]
+    measure = ScriptedMeasurer([[1.0, 1.02, 0.5]])  # settled_within=0: every round as before
+    assert measure_in_rounds(1, measure, TimingOptions(rounds=3, settled_within=0.0))[0].cost == 0.5
+    with pytest.raises(ValueError, match="settled_within"):
+        TimingOptions(settled_within=-0.1)
+
+
 def test_rounds_start_from_the_best_known_cost_and_skip_failures():
     measure = ScriptedMeasurer([[None], [5.0, 4.0], [0.5, 0.5]])
     results = measure_in_rounds(3, measure, TimingOptions(rounds=2, recheck_within=2.0), best_cost=2.0)
@@ -180,7 +192,8 @@ def test_timing_options_reject_nonsense():
 
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_tune_measures_in_the_rounds_asked(task, rounds):
-    result = tune(task, trials=6, tuner="random", batch_size=6, timing=TimingOptions(min_time=0.005, rounds=rounds))
+    timing = TimingOptions(min_time=0.005, rounds=rounds, settled_within=0.0)  # no candidate settles early
+    result = tune(task, trials=6, tuner="random", batch_size=6, timing=timing)
     assert all(t.result.ok for t in result.history)
     assert max(t.result.rounds for t in result.history) == rounds  # the best is always near the best
     assert all(t.result.rounds in (1, rounds) for t in result.history)
