@@ -47,13 +47,14 @@ class _Workspace:
     def __init__(self, workload_json: str, seed: int):
         import te
 
-        from .verify import reduction_length
+        from .verify import ReferenceCheck, reduction_length
 
         wl = te.workload_from_json(workload_json)
         self.workload = wl
         self.inputs = wl.random_inputs(seed)
         self.references = wl.reference(*self.inputs)
         self.reduction = reduction_length(wl.outputs)
+        self.checks = [ReferenceCheck(r, self.reduction) for r in self.references]
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
         self.flush = CacheFlusher()
 
@@ -79,14 +80,12 @@ def _kernel(lib, function: str, n_args: int):
 def _checked_call(ws: _Workspace, fn, ptrs: list[int], outputs: list[np.ndarray]) -> tuple[float, str | None]:
     """One call of ``fn`` on outputs prefilled with what no kernel computes: its seconds, and
     how ``outputs`` differ from the references (None when they match)."""
-    from .verify import mismatch
-
     prefill(outputs)
     t0 = time.perf_counter()
     fn(*ptrs)
     seconds = time.perf_counter() - t0
-    for out, ref in zip(outputs, ws.references):
-        problem = mismatch(out, ref, ws.reduction)
+    for out, check in zip(outputs, ws.checks):
+        problem = check(out)
         if problem is not None:
             return seconds, problem
     return seconds, None

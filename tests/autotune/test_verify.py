@@ -203,3 +203,37 @@ def test_reduction_length_is_the_longest_reduction_behind_the_outputs():
     assert reduction_length(chain.outputs) == 1
     assert math.isclose(tolerance("float32", reduction_length(wl.outputs))[0],
                         SAFETY * float(np.finfo(np.float32).eps) * math.sqrt(7))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+def test_a_reference_check_decides_exactly_as_mismatch(dtype):
+    from autotune.verify import ReferenceCheck, tolerance
+
+    rng = np.random.default_rng(0)
+    reference = (rng.random((64, 48)) * 100).astype(dtype)
+    check = ReferenceCheck(reference, 256)
+    rtol, _ = tolerance(dtype, 256)
+    cases = [reference.copy()]
+    for scale in (0.3, 0.9, 1.5, 10.0):  # errors inside and outside the tolerance
+        out = reference.astype(np.float64)
+        out[3, 5] *= 1.0 + scale * max(rtol, 1e-12) + (0 if dtype != "int32" else scale > 1)
+        cases.append(out.astype(dtype))
+    if dtype != "int32":
+        nan = reference.copy()
+        nan[-1, -1] = np.nan  # an element the kernel never wrote
+        cases.append(nan)
+    cases.append(reference[:, :47].copy())  # a wrong shape
+    for out in cases:
+        assert check(out) == mismatch(out, reference, 256)
+    assert check(reference.copy()) is None and check(cases[-1]) is not None
+
+
+def test_a_reference_with_infinities_still_matches_itself_and_only_itself():
+    from autotune.verify import ReferenceCheck
+
+    reference = np.array([[1.0, np.inf], [-np.inf, 2.0]], np.float32)
+    check = ReferenceCheck(reference, 1)
+    assert check(reference.copy()) is None
+    wrong = reference.copy()
+    wrong[0, 1] = 5.0
+    assert check(wrong) == mismatch(wrong, reference, 1) and check(wrong) is not None
