@@ -26,8 +26,7 @@ from te.tensor import ComputeOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, PACK_PANELS,
-                        REDUCE_INNER,
-                        REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
+                        REDUCE_INNER, REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
                         StageDecisions, StageLayout, decode_config)
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule

@@ -32,8 +32,6 @@ REDUCE_BLOCKS = (256, 128)
 ROW_BLOCKS = (16, 8)
 #: Register tiles per cache block along the last axis (B's panels reused across rows).
 COLUMN_BLOCKS = (2, 4)
-# The outer loops of the first two axes run in parallel, so a short first axis (M = 128
-# rows is one cache block) still splits over the cores.
 
 
 def starting_points(space, rng: random.Random) -> list[Config]:
@@ -52,9 +50,9 @@ def starting_points(space, rng: random.Random) -> list[Config]:
             return list(out.values())
         decisions = space.decisions(base)
         for stage, shape in zip((layout.stage for _, layout in plans), combo):
-            d = decisions[stage]
-            d = d.with_tiles(**shape.pop("tiles")).with_reduce_tiles(**shape.pop("reduce_tiles"))
-            decisions = decisions.replace(dataclasses.replace(d, **shape))
+            rest = {k: v for k, v in shape.items() if k not in ("tiles", "reduce_tiles")}
+            d = decisions[stage].with_tiles(**shape["tiles"]).with_reduce_tiles(**shape["reduce_tiles"])
+            decisions = decisions.replace(dataclasses.replace(d, **rest))
         config = decisions.to_config()
         if space.check(config) is None:
             out.setdefault(config.hash, config)
@@ -102,6 +100,8 @@ def _shapes(space, plan, layout):
         tiles = {a: _nearest_tile(tile_cands[a], *inner.get(a, (1, 1))) for a in axes}
         if any(t is None for t in tiles.values()):
             continue
+        # The outer loops of the first two axes run in parallel, so a short first axis
+        # (M = 128 is one cache block) still splits over the cores.
         yield dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
                    parallel=min(2, len(axes)), unroll=_unroll(cands["unroll"]),
                    pack=panel if width > 1 else PACK_NONE)
