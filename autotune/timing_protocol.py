@@ -46,13 +46,12 @@ def time_round(fn: Callable, args: tuple, *, min_repeats: int, max_repeats: int,
 
     The round starts with a warm-up call. A caller that has just made a call (the
     measuring process's verifying call) passes its seconds as ``warmed_up``: a call of at
-    least ``MIN_REPEAT_S`` that does not look hopeless then stands in for the warm-up (a
-    short kernel's first call is mostly cold start, and the warm-up costs it nothing). A
-    warm-up ``slow_factor`` times slower than ``best_cost`` ends the round (``[first]``):
-    it cannot win, and that one timing ranks it.
+    least ``MIN_REPEAT_S`` then stands in for the warm-up (a shorter kernel's first call
+    is mostly cold start, and a warm-up costs it nothing). A first call ``slow_factor``
+    times slower than ``best_cost`` ends the round (``[first]``): it cannot win, and that
+    one timing ranks it.
     """
-    hopeless = best_cost is not None and warmed_up is not None and warmed_up > slow_factor * best_cost
-    if warmed_up is None or warmed_up < MIN_REPEAT_S or hopeless:
+    if warmed_up is None or warmed_up < MIN_REPEAT_S:
         t0 = clock()
         fn(*args)  # warm-up
         first = clock() - t0
