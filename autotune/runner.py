@@ -246,7 +246,7 @@ def measure_in_rounds(count: int, measure, options: TimingOptions,
         results.append(result)
     if best_cost is None:
         return results  # nothing measured ok: nothing to measure again
-    round_costs = [[r.cost] if r.ok else [] for r in results]
+    slowest = [r.cost for r in results]  # each candidate's slowest ok round (its fastest is its cost)
     for round_ in range(1, options.rounds):
         best_cost = min([best_cost] + [r.cost for r in results if r.ok])
         indices = range(count) if round_ % 2 == 0 else range(count - 1, -1, -1)
@@ -254,11 +254,11 @@ def measure_in_rounds(count: int, measure, options: TimingOptions,
             first = results[i]
             if not first.ok or first.cost > options.recheck_within * best_cost:
                 continue
-            if round_ >= 2 and max(round_costs[i]) <= (1.0 + options.settled_within) * min(round_costs[i]):
+            if round_ >= 2 and slowest[i] <= (1.0 + options.settled_within) * first.cost:
                 continue  # its rounds agree: another one would not change its figure
             again = measure(i, best_cost)
             if again.ok:
-                round_costs[i].append(again.cost)
+                slowest[i] = max(slowest[i], again.cost)
             results[i] = keep_faster_round(first, again)
     return results
 

@@ -37,6 +37,14 @@ def tolerance(dtype: str, reduction: int) -> tuple[float, float]:
     return rtol, rtol
 
 
+def _tolerances(ref64: np.ndarray, dtype: str, reduction: int) -> tuple[float, float]:
+    """(rtol, atol) for a float64 copy of a reference of ``dtype``: atol scales with the
+    mean magnitude of its finite elements (at least 1; 1 when none is finite)."""
+    rtol, atol_scale = tolerance(dtype, reduction)
+    finite = np.isfinite(ref64)
+    return rtol, (atol_scale * max(1.0, float(np.mean(np.abs(ref64[finite])))) if finite.any() else 1.0)
+
+
 def mismatch(output: np.ndarray, reference: np.ndarray, reduction: int) -> str | None:
     """None when ``output`` matches ``reference``, else a one-line description of the error:
     how many elements are off and the first of them (in C order), or the shapes when they
@@ -53,8 +61,7 @@ def mismatch(output: np.ndarray, reference: np.ndarray, reduction: int) -> str |
         return f"{int(bad.sum())} wrong element(s), first at {idx}: got {output[idx]}, expected {reference[idx]}"
     out = output.astype(np.float64)
     ref = reference.astype(np.float64)
-    rtol, atol_scale = tolerance(dtype, reduction)
-    atol = atol_scale * max(1.0, float(np.mean(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 1.0)
+    rtol, atol = _tolerances(ref, dtype, reduction)
     with np.errstate(invalid="ignore"):
         ok = np.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
     if ok.all():
@@ -80,8 +87,7 @@ class ReferenceCheck:
         self._fast = dtypes.is_float(str(reference.dtype)) and bool(np.isfinite(reference).all())
         if self._fast:
             self._ref64 = reference.astype(np.float64)
-            rtol, atol_scale = tolerance(str(reference.dtype), reduction)
-            atol = atol_scale * max(1.0, float(np.mean(np.abs(self._ref64))))
+            rtol, atol = _tolerances(self._ref64, str(reference.dtype), reduction)
             self._bound = atol + rtol * np.abs(self._ref64)
 
     def __call__(self, output: np.ndarray) -> str | None:
