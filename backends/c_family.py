@@ -16,7 +16,11 @@ loops, pass 2**31 - 1, or a buffer of more elements than that. Such a function i
 printed again with ``int64_t`` loop variables and thread indices, so every index
 expression built from them is computed in 64 bits (C's usual conversions), and the
 index helpers (floor division, min, max) take ``int64_t``. Functions that fit print
-exactly as before. ``CSourcePrinter(dialect, wide_index=True)`` forces the wide form.
+with ``int32_t`` on GPUs. The CPU dialect always prints the wide form
+(``Dialect.wide_index``): with ``-fwrapv``, a 32-bit index that may wrap is not an
+affine address to gcc, so a contiguous vector access inside an index sum became a
+gather or scatter; 64-bit indices address contiguously (and fold into x86 addressing).
+``CSourcePrinter(dialect, wide_index=True)`` forces the wide form.
 """
 from __future__ import annotations
 
@@ -76,6 +80,9 @@ class Dialect:
     #: buffer, int32_t dim)`` the translation unit defines; every index of every access goes
     #: through it (the GPU emulator's bounds-checked accesses).
     index_check: str | None = None
+    #: Index width of a function whose index arithmetic fits in 32 bits: False prints
+    #: ``int32_t`` (GPUs compute 64-bit integers slowly), True ``int64_t``.
+    wide_index: bool = False
 
     def loop_pragmas(self, loop: For) -> list[str]:
         return []
@@ -125,13 +132,14 @@ def _literal(c: Const, types: dict) -> str:
 class CSourcePrinter:
     """Prints one ``LoweredFunc`` as a C-family function.
 
-    ``wide_index``: None (the default) picks ``int32_t`` or ``int64_t`` indices per
-    function (see the module docstring); True forces ``int64_t``.
+    ``wide_index``: None (the default) takes the dialect's ``wide_index``: with False,
+    ``int32_t`` or ``int64_t`` indices per function (see the module docstring); True
+    forces ``int64_t``.
     """
 
     def __init__(self, dialect: Dialect, wide_index: bool | None = None):
         self.dialect = dialect
-        self._reset(wide=bool(wide_index))
+        self._reset(wide=dialect.wide_index if wide_index is None else bool(wide_index))
 
     def _reset(self, wide: bool) -> None:
         """Start printing afresh, with 64-bit indices if ``wide``."""

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +55,11 @@ __all__ = ["BuildError", "BuildTimeout", "CPUDialect", "CPUModule", "CpuBackend"
            "generate_source"]
 
 
+@dataclass
 class CPUDialect(Dialect):
-    """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma."""
+    """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma, 64-bit indices."""
+
+    wide_index: bool = True
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind == ir.PARALLEL:

@@ -29,7 +29,7 @@ from . import ir, passes
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt, seq
 from .passes import Pass, PassContext, Trace
-from .simplify import Analyzer
+from .simplify import Analyzer, interval
 from .stage import Fuse, Schedule, ScheduleError, Split, Stage
 
 _LOOP_KIND = {"vectorize": ir.VECTORIZED, "unroll": ir.UNROLLED, "parallel": ir.PARALLEL, "bind": ir.THREAD_BINDING}
@@ -250,11 +250,65 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
     if info.buffer is None:
         shape = tuple(info.root_extent[iv] for iv in op.axis)
         info.buffer = Buffer(op.name, shape, op.output(0).dtype, st.scope)
-    for iv in op.axis:  # a region past the tensor's edge must not be computed
-        value = Binary("add", info.root_min[iv], info.local[iv], "int32")
-        if info.root_extent[iv] != iv.extent:
+    clipped = [iv for iv in op.axis if info.root_extent[iv] != iv.extent]
+    padded = _overcomputed_axes(s, infos, info, clipped)
+    for iv in clipped:  # a region past the tensor's edge is not computed, unless harmless
+        if iv not in padded:
+            value = Binary("add", info.root_min[iv], info.local[iv], "int32")
             info.guards.append(infos.an.simplify(value < iv.extent))
             info.guards.append(infos.an.simplify(value >= 0))
+
+
+def _overcomputed_axes(s: Schedule, infos, info: _StageInfo, clipped: list[IterVar]) -> set[IterVar]:
+    """Axes of an attached local stage computed over its whole region, past the tensor's edge.
+
+    A region that overhangs the tensor's edge (a cache block or register tile that does
+    not divide the extent) is guarded axis by axis, and those guards become variable trip
+    counts that keep a register tile from unrolling and staying in registers. The guard of
+    an axis is not needed when computing the overhang harms nothing: the buffer is this
+    stage's own scratch (its readers only read elements inside the tensor), and every
+    read the axis indexes stays inside a whole buffer for every value the axis then takes
+    (a panel-packed input is zero-padded to whole panels, so a register tile's overhang
+    reads zeros). Reads of another attached stage's region do not qualify: its overhang
+    is not computed. The result is a fixed point: an axis whose reads fail keeps its
+    guard, and the others are checked again with its range back inside the tensor.
+    """
+    if info.stage.attach != "at" or info.stage.scope != "local" or not clipped:
+        return set()
+    op = info.stage.op
+    bounds = {iv.var: (0, other.extent[iv] - 1)
+              for other in infos.values() if other.extent for iv in other.stage.leaf_iter_vars}
+    overhang = {}
+    for iv in clipped:
+        span = interval(infos.an.simplify(info.root_min[iv] + info.local[iv]), bounds)
+        if span is not None:
+            overhang[iv] = span
+    reads = [n for n in post_order(info.body) if isinstance(n, TensorRead)]
+    while overhang:
+        ranges = {iv.var: overhang.get(iv, (0, iv.extent - 1)) for iv in op.axis}
+        ranges.update({iv.var: (iv.start, iv.start + iv.extent - 1) for iv in op.reduce_axis})
+        failing = {iv for iv in overhang if not all(_read_inside(s, r, ranges) for r in reads if iv.var in _vars_of(r))}
+        if not failing:
+            break
+        for iv in failing:
+            del overhang[iv]
+    return set(overhang)
+
+
+def _vars_of(read: TensorRead) -> set:
+    return set().union(*(free_vars(i) for i in read.indices))
+
+
+def _read_inside(s: Schedule, read: TensorRead, ranges) -> bool:
+    """Whether ``read`` stays inside its tensor for the given axis ranges (whole buffers only)."""
+    producer = s.stage_of(read.tensor)
+    if producer is not None and producer.attach != "root":
+        return False
+    for idx, n in zip(read.indices, read.tensor.shape):
+        span = interval(idx, ranges)
+        if span is None or span[0] < 0 or span[1] >= n:
+            return False
+    return True
 
 
 def _reads_in_attach_loop(s: Schedule, infos, producer: Stage):

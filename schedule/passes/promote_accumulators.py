@@ -12,15 +12,23 @@ variables ``idx`` does not use, inside a small tile of constant-extent loops tha
 to distinct elements), the tile is loaded once before the reduce loops and stored once
 after. The compiler then keeps the small, fully indexed ``acc`` in registers, which it
 does not do for a tile of a large buffer.
+
+A tile that does not divide its extent has tail loops ``range(min(8, rest))``: a
+variable trip count, which the compiler neither unrolls nor keeps in registers. Such a
+tile is versioned: a full tile (every ``rest`` at least its factor, the common case)
+runs a copy with constant extents, and only the tail tiles run the variable one.
+
+    if 8 <= rest_i and 32 <= rest_j:   allocate acc[8, 32] ... (constant loops)
+    else:                              allocate acc[8, 32] ... (tail loops)
 """
 from __future__ import annotations
 
 import dataclasses
 
-from te.expr import Binary, Expr, free_vars, post_order
+from te.expr import Binary, Const, Expr, Logical, free_vars, post_order
 
 from .. import ir
-from ..ir import Allocate, Buffer, BufferLoad, BufferStore, For, LoweredFunc, Stmt
+from ..ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt
 from ..simplify import Analyzer
 from .base import PassContext, StmtMutator, lowering_pass
 
@@ -112,7 +120,47 @@ class _Promote(StmtMutator):
             return None
         if self._tile_dims(store, tile) is None:
             return None
-        return _promoted(store, value, reduce_loops, tile, extents)
+        promoted = _promoted(store, value, reduce_loops, tile, extents)
+        return self._versioned(promoted, tile, extents)
+
+    def _versioned(self, promoted: Stmt, tile: list[For], extents: list[int]) -> Stmt:
+        """``promoted`` as a full-tile copy with constant tile extents and the tail copy,
+        chosen by whether every tail bound ``min(factor, rest)`` reaches its factor."""
+        full, tails = [], {}
+        for loop, n in zip(tile, extents):
+            if ir.const_int(loop.extent) is not None:
+                continue
+            rest = loop.extent.b if ir.const_int(loop.extent.a) == n else loop.extent.a
+            full.append(self.an.simplify(Const(n, "int32") <= rest))
+            tails[self.an.structural_key(loop.extent)] = n
+        if not full:
+            return promoted
+        cond = full[0]
+        for c in full[1:]:
+            cond = Logical("and", cond, c)
+        cond = self.an.simplify(cond)
+        decided = cond.value if isinstance(cond, Const) else None
+        constant = _ConstantExtents(self.an, tails).visit(promoted)
+        if decided is True:
+            return constant
+        if decided is False:
+            return promoted
+        return IfThenElse(cond, constant, promoted)
+
+
+class _ConstantExtents(StmtMutator):
+    """Loops whose extent is one of the given tail bounds run their full factor instead."""
+
+    def __init__(self, analyzer: Analyzer, tails: dict):
+        super().__init__()
+        self.an, self.tails = analyzer, tails
+
+    def visit_For(self, s: For) -> Stmt:
+        node = super().visit_For(s)
+        n = self.tails.get(self.an.structural_key(node.extent))
+        if n is None:
+            return node
+        return For(node.var, Const(n, "int32"), node.kind, node.body, node.thread_tag)
 
 
 def _promoted(store: BufferStore, value: Expr, reduce_loops: list[For], tile: list[For], extents) -> Stmt:

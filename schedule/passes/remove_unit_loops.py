@@ -7,24 +7,32 @@ from te.expr import Const
 
 from .. import ir
 from ..ir import For, LoweredFunc, Stmt
+from ..simplify import Analyzer
 from .base import PassContext, StmtMutator, lowering_pass
 from .ir_tools import subst_stmt
 
 
 class _RemoveUnitLoops(StmtMutator):
+    """The substituted expressions are simplified again (``0 * 8 + j`` -> ``j``): later
+    passes compare indices structurally and re-simplify only what bounds can change."""
+
+    def __init__(self, analyzer: Analyzer):
+        super().__init__()
+        self.an = analyzer
+
     def visit_For(self, s: For) -> Stmt:
         if ir.const_int(s.extent) == 1 and s.kind != ir.THREAD_BINDING:
-            return self.visit(subst_stmt(s.body, {s.var: Const(0)}))
+            return self.visit(subst_stmt(s.body, {s.var: Const(0)}, simplify=True, analyzer=self.an))
         return super().visit_For(s)
 
 
-def remove_unit_loops(s: Stmt) -> Stmt:
+def remove_unit_loops(s: Stmt, analyzer: Analyzer | None = None) -> Stmt:
     """``s`` with every non-thread loop of extent 1 replaced by its body (its variable as 0)."""
-    return _RemoveUnitLoops().visit(s)
+    return _RemoveUnitLoops(analyzer or Analyzer()).visit(s)
 
 
 @lowering_pass("remove_unit_loops")
 def remove_unit_loops_pass(func: LoweredFunc, ctx: PassContext) -> LoweredFunc:
     """A loop of one iteration is no loop: with its variable 0 the indices stay plain."""
-    body = remove_unit_loops(func.body)
+    body = remove_unit_loops(func.body, ctx.analyzer)
     return func if body is func.body else dataclasses.replace(func, body=body)

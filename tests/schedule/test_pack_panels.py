@@ -53,6 +53,57 @@ def test_the_reader_indexes_whole_panels_when_its_tile_matches_the_width():
     check(s, wl)
 
 
+def _blocked_with_panels(N, block_tiles, M=12, K=19, width=8):
+    """C in cache blocks of ``4 x block_tiles*width``, a register tile of 4 x ``width``,
+    B in panels of ``width``: the register tile's shape of the CPU sketch."""
+    wl, s, packed, CL = _matmul_with_panels(M, N, K, width)
+    C = wl.outputs[0]
+    i, j = C.op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, block_tiles * width)
+    s[CL].compute_at(s[C], jo)
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    cj2, cj3 = s[CL].split(cj, factor=width)
+    s[CL].reorder(cj2, k, ci, cj3)
+    s[CL].unroll(ci)
+    s[CL].vectorize(cj3)
+    return wl, s
+
+
+def _register_tiles(func):
+    """The promoted accumulator tiles of ``func`` (their allocations)."""
+    return [x for x in schedule.ir.walk(func.body)
+            if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "C.local.acc"]
+
+
+def _extents(stmt):
+    return [x.extent for x in schedule.ir.walk(stmt) if isinstance(x, schedule.ir.For)]
+
+
+def test_a_block_past_the_edge_reads_zero_padded_panels_so_it_keeps_no_guard():
+    # N = 36: five panels of 8 (the last padded with 4 zero columns), blocks of one
+    # panel. The last block overhangs the tensor by 4 columns, all inside the padding:
+    # it is computed whole, with constant loops and no tail version.
+    wl, s = _blocked_with_panels(N=36, block_tiles=1)
+    func = schedule.lower(s, wl.args)
+    tiles = _register_tiles(func)
+    assert len(tiles) == 1
+    assert all(schedule.ir.const_int(e) is not None for e in _extents(tiles[0])), str(tiles[0])
+    assert not any(isinstance(x, schedule.ir.IfThenElse) for x in schedule.ir.walk(func.body))
+    check(s, wl)
+
+
+def test_a_block_past_the_panels_keeps_its_guard():
+    # Blocks of two panels: the last block reaches column 47, past the five panels, so
+    # the tile is versioned: a constant full tile and a tail tile.
+    wl, s = _blocked_with_panels(N=36, block_tiles=2)
+    func = schedule.lower(s, wl.args)
+    tiles = _register_tiles(func)
+    assert len(tiles) == 2
+    assert any(schedule.ir.const_int(e) is None for e in _extents(tiles[1]))
+    check(s, wl)
+
+
 def test_dense_weights_pack_along_their_first_dimension():
     wl = te.create_workload("dense", M=9, N=20, K=7)
     W = tensor(wl, "W")

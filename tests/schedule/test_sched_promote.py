@@ -7,7 +7,7 @@ from schedule import ir
 from sched_helpers import check
 
 
-def _matmul_two_level(M=24, N=40, K=19, s2=(3, 2), s3=(4, 8)):
+def _matmul_two_level(M=24, N=48, K=19, s2=(3, 2), s3=(4, 8)):
     wl = te.create_workload("matmul", M=M, N=N, K=K)
     A, B, C = wl.args
     s = schedule.create_schedule(C)
@@ -38,6 +38,33 @@ def test_accumulator_tile_is_promoted_across_the_inner_reduce_loop():
     text = str(func)
     assert "C.local.acc[i_inner, j_inner] = C.local.acc[i_inner, j_inner] + " in text
     check(s, wl)
+
+
+def _loops(stmt):
+    return [x for x in ir.walk(stmt) if isinstance(x, ir.For)]
+
+
+def test_a_tile_with_a_tail_is_versioned_into_a_constant_full_tile_and_a_tail_tile():
+    # N = 40 in cache blocks of 16: the last block holds 8 columns, one register tile of
+    # 8 and a tile past the edge. B is read unpacked, so the overhang keeps its guard.
+    s, wl = _matmul_two_level(N=40)
+    func = schedule.lower(s, wl.args)
+    versions = [x for x in ir.walk(func.body) if isinstance(x, ir.IfThenElse)
+                and isinstance(x.then_case, ir.Allocate) and x.then_case.buffer.name == "C.local.acc"]
+    assert len(versions) == 1
+    full, tail = versions[0].then_case, versions[0].else_case
+    assert "8 <= " in str(versions[0].condition)
+    full_tile = [l for l in _loops(full) if l.kind in (ir.UNROLLED, ir.VECTORIZED)]
+    tail_tile = [l for l in _loops(tail) if l.kind in (ir.UNROLLED, ir.VECTORIZED)]
+    assert full_tile and all(ir.const_int(l.extent) is not None for l in full_tile)
+    assert any(ir.const_int(l.extent) is None for l in tail_tile)  # the tail keeps min(8, rest)
+    check(s, wl)
+
+
+def test_a_tile_that_divides_is_not_versioned():
+    s, wl = _matmul_two_level()
+    func = schedule.lower(s, wl.args)
+    assert not any(isinstance(x, ir.IfThenElse) for x in ir.walk(func.body))
 
 
 def test_no_promotion_when_a_tile_loop_reaches_two_elements_of_one_dimension():
