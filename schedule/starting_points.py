@@ -4,7 +4,9 @@ A random config of a GEMM-like space almost never has the shape the fastest BLAS
 share (GotoBLAS, BLIS, OpenBLAS): a register tile that fills the register file with
 accumulators (``rows x width``, the width a multiple of the vector length), the
 streamed input packed into panels of that width, a reduction block whose panel slice
-stays in L1, and cache blocks of several register tiles. This module writes down a few
+stays in L1, and cache blocks of several register tiles. A short output (fewer than
+``FEW_ROWS`` rows) also tries the streamed input copied per cache block instead of panels,
+and a one-row output (GEMV) streams wide blocks unpacked. This module writes down a few
 such configs per space from the target's register file and the space's own candidates,
 so the model-guided and evolutionary tuners measure them in their first batch and climb
 from there, instead of waiting for the model to discover the shape.
@@ -32,6 +34,15 @@ REDUCE_BLOCKS = (256, 128)
 ROW_BLOCKS = (16, 8)
 #: Register tiles per cache block along the last axis (B's panels reused across rows).
 COLUMN_BLOCKS = (2, 4)
+#: A register tile of one row (GEMV, M = 1) reuses nothing from the streamed input: it
+#: streams long stretches of its rows instead, a short reduction block at a time, with
+#: wide cache blocks (64 tiles of 32 lanes: 8 KiB of accumulators, in L1).
+ONE_ROW_REDUCE_BLOCKS = (8, 16)
+ONE_ROW_COLUMN_BLOCKS = (64, 32)
+#: Panels are written once per call and pay off over every row of the output; below this
+#: many rows the points also try copying the streamed input one cache block at a time
+#: (GotoBLAS's packing inside the loops), which reads it while it is still in cache.
+FEW_ROWS = 512
 
 
 def starting_points(space, rng: random.Random) -> list[Config]:
@@ -84,8 +95,13 @@ def _shapes(space, plan, layout):
     axes = [iv.name for iv in op.axis]
     tile_cands = cands["tiles"]
     panel = next((c for c in cands["pack"] if str(c).startswith(PACK_PANELS)), PACK_NONE)
-    for width_vectors, reduce_block, row_block, column_block in itertools.product(
-            (2, 1), REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS):
+    one_row = len(axes) < 2 or op.axis[-2].extent == 1
+    blocks = ((ONE_ROW_REDUCE_BLOCKS, (1,), ONE_ROW_COLUMN_BLOCKS) if one_row
+              else (REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS))
+    packs = [PACK_NONE] if one_row or panel == PACK_NONE else [panel]  # one row never reuses a panel
+    if not one_row and panel != PACK_NONE and _prod(iv.extent for iv in op.axis[:-1]) < FEW_ROWS:
+        packs.append(panel[len(PACK_PANELS):])
+    for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):
         width = _largest(_s3_values(tile_cands[axes[-1]]), lanes * width_vectors)
         if width is None:
             continue
@@ -104,7 +120,14 @@ def _shapes(space, plan, layout):
         # (M = 128 is one cache block) still splits over the cores.
         yield dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
                    parallel=min(2, len(axes)), unroll=_unroll(cands["unroll"]),
-                   pack=panel if width > 1 else PACK_NONE)
+                   pack=pack if width > 1 else PACK_NONE)
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
 
 
 def _s3_values(cands) -> list[int]:

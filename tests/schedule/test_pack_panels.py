@@ -104,6 +104,30 @@ def test_a_block_past_the_panels_keeps_its_guard():
     check(s, wl)
 
 
+def test_an_overhang_that_reads_another_stages_region_keeps_its_guard():
+    # B copied into a local tile instead of panels: past column 35 there is nothing to
+    # copy (the copy guards its own overhang), so the tile keeps its guard and tail.
+    wl = te.create_workload("matmul", M=12, N=36, K=19)
+    A, B, C = wl.args
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    i, j = C.op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 8)
+    s[CL].compute_at(s[C], jo)
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    s[CL].reorder(k, ci, cj)
+    s[CL].unroll(ci)
+    s[CL].vectorize(cj)
+    BL = s.cache_read(B, "local", [CL])
+    s[BL].compute_at(s[CL], k)
+    func = schedule.lower(s, wl.args)
+    updates = [x for x in schedule.ir.walk(func.body) if isinstance(x, schedule.ir.For)
+               and x.kind == schedule.ir.VECTORIZED and "B.local" in str(x.body)]
+    assert updates and all(schedule.ir.const_int(x.extent) is None for x in updates), str(func)
+    check(s, wl)
+
+
 def test_dense_weights_pack_along_their_first_dimension():
     wl = te.create_workload("dense", M=9, N=20, K=7)
     W = tensor(wl, "W")

@@ -13,6 +13,7 @@ from autotune.tuners import GATuner, RandomTuner, SearchOptions, XGBTuner
 from schedule.space import ConfigSpace
 from schedule.starting_points import LIMIT
 
+from sched_helpers import check
 from test_space import CASES, _check_sampled
 
 
@@ -41,7 +42,26 @@ def test_points_follow_the_space_candidates_on_odd_shapes_and_epilogues():
     space = _space("cpu:avx512", "dense", M=127, N=1023, K=511, bias=True, relu=True)
     points = space.starting_points(random.Random(0))
     assert points and all(space.check(c) is None for c in points)
-    assert all(space.decisions(c)["dense"].panel_pack == "W" for c in points)
+    # 127 rows: the points try W in panels and W copied one cache block at a time.
+    assert {space.decisions(c)["dense"].pack for c in points} == {"panels:W", "W"}
+
+
+def test_a_one_row_tile_streams_wide_blocks_a_short_reduction_at_a_time_unpacked():
+    # GEMV (M = 1): nothing of B is reused, so no panels; the points stream 512 to 2048
+    # columns of B's rows per step of a reduction block of 8 or 16, both cores busy.
+    space = _space("cpu:avx512", M=1, N=4096, K=4096)
+    points = space.starting_points(random.Random(0))
+    assert points and all(space.check(c) is None for c in points)
+    for config in points:
+        c = space.decisions(config)["C"]
+        _, block, width = c.tile("j").sizes
+        assert 512 <= block * width <= 2048 and c.reduce_tiles[0][0] in (8, 16)
+        assert c.pack == "none" and c.parallel == 2
+    wl = te.create_workload("matmul", M=1, N=200, K=40)
+    small = ConfigSpace.from_workload(wl, "cpu:avx512")
+    for config in small.starting_points(random.Random(0)):
+        s, _ = small.apply(config)
+        check(s, wl)
 
 
 @pytest.mark.parametrize("case", ["matmul", "dense", "conv2d", "batch_matmul"])
