@@ -143,9 +143,21 @@ class _Promote(StmtMutator):
         constant = _ConstantExtents(self.an, tails).visit(promoted)
         if decided is True:
             return constant
+        tail = _RolledTails().visit(promoted)
         if decided is False:
-            return promoted
-        return IfThenElse(cond, constant, promoted)
+            return tail
+        return IfThenElse(cond, constant, tail)
+
+
+class _RolledTails(StmtMutator):
+    """Tail loops (variable trip counts) stay rolled: unrolling one only adds remainder code,
+    and the tail copy runs for the last tiles alone."""
+
+    def visit_For(self, s: For) -> Stmt:
+        node = super().visit_For(s)
+        if node.kind != ir.UNROLLED or ir.const_int(node.extent) is not None:
+            return node
+        return For(node.var, node.extent, ir.SERIAL, node.body, node.thread_tag)
 
 
 class _ConstantExtents(StmtMutator):
