@@ -196,4 +196,7 @@ def test_tune_measures_in_the_rounds_asked(task, rounds):
     result = tune(task, trials=6, tuner="random", batch_size=6, timing=timing)
     assert all(t.result.ok for t in result.history)
     assert max(t.result.rounds for t in result.history) == rounds  # the best is always near the best
-    assert all(t.result.rounds in (1, rounds) for t in result.history)
+    # A candidate left out of a round was then slower than recheck_within times the best,
+    # and the best only gets faster: which ones those are depends on the machine's speed.
+    best = min(t.result.cost for t in result.history)
+    assert all(t.result.rounds == rounds or t.result.cost > timing.recheck_within * best for t in result.history)
