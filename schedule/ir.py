@@ -179,12 +179,25 @@ def const_int(e: Expr) -> int | None:
     return e.value if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool) else None
 
 
+def tail_bound(extent: Expr) -> tuple[int, Expr] | None:
+    """``(factor, rest)`` of a tail loop's extent ``min(factor, rest)`` (``schedule.passes.
+    tail_bounds`` makes those; the constant on either side), else None."""
+    if getattr(extent, "op", None) != "min":
+        return None
+    for factor, rest in ((extent.a, extent.b), (extent.b, extent.a)):
+        n = const_int(factor)
+        if n is not None:
+            return n, rest
+    return None
+
+
 def max_trip_count(extent: Expr) -> int | None:
-    """A loop's constant extent, or the factor of a tail loop ``min(factor, rest)``
-    (``schedule.passes.tail_bounds`` makes those): the most iterations it runs. None if unknown."""
+    """A loop's constant extent, or the factor of a tail loop ``min(factor, rest)``: the
+    most iterations it runs. None if unknown."""
     n = const_int(extent)
-    if n is None and getattr(extent, "op", None) == "min":
-        n = const_int(extent.a) or const_int(extent.b)
+    if n is None:
+        tail = tail_bound(extent)
+        n = tail[0] if tail else None
     return n
 
 

@@ -250,16 +250,17 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
     if info.buffer is None:
         shape = tuple(info.root_extent[iv] for iv in op.axis)
         info.buffer = Buffer(op.name, shape, op.output(0).dtype, st.scope)
-    clipped = [iv for iv in op.axis if info.root_extent[iv] != iv.extent]
+    # Each axis of a region that may pass the tensor's edge, in tensor coordinates.
+    clipped = {iv: infos.an.simplify(Binary("add", info.root_min[iv], info.local[iv], "int32"))
+               for iv in op.axis if info.root_extent[iv] != iv.extent}
     padded = _overcomputed_axes(s, infos, info, clipped)
-    for iv in clipped:  # a region past the tensor's edge is not computed, unless harmless
+    for iv, value in clipped.items():  # a region past the tensor's edge is not computed, unless harmless
         if iv not in padded:
-            value = Binary("add", info.root_min[iv], info.local[iv], "int32")
             info.guards.append(infos.an.simplify(value < iv.extent))
             info.guards.append(infos.an.simplify(value >= 0))
 
 
-def _overcomputed_axes(s: Schedule, infos, info: _StageInfo, clipped: list[IterVar]) -> set[IterVar]:
+def _overcomputed_axes(s: Schedule, infos, info: _StageInfo, clipped: dict[IterVar, Expr]) -> set[IterVar]:
     """Axes of an attached local stage computed over its whole region, past the tensor's edge.
 
     A region that overhangs the tensor's edge (a cache block or register tile that does
@@ -279,8 +280,8 @@ def _overcomputed_axes(s: Schedule, infos, info: _StageInfo, clipped: list[IterV
     bounds = {iv.var: (0, other.extent[iv] - 1)
               for other in infos.values() if other.extent for iv in other.stage.leaf_iter_vars}
     overhang = {}
-    for iv in clipped:
-        span = interval(infos.an.simplify(info.root_min[iv] + info.local[iv]), bounds)
+    for iv, value in clipped.items():
+        span = interval(value, bounds)
         if span is not None:
             overhang[iv] = span
     reads = [n for n in post_order(info.body) if isinstance(n, TensorRead)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
 
 from te import dtypes
@@ -98,9 +99,12 @@ def _shapes(space, plan, layout):
     one_row = len(axes) < 2 or op.axis[-2].extent == 1
     blocks = ((ONE_ROW_REDUCE_BLOCKS, (1,), ONE_ROW_COLUMN_BLOCKS) if one_row
               else (REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS))
-    packs = [PACK_NONE] if one_row or panel == PACK_NONE else [panel]  # one row never reuses a panel
-    if not one_row and panel != PACK_NONE and _prod(iv.extent for iv in op.axis[:-1]) < FEW_ROWS:
-        packs.append(panel[len(PACK_PANELS):])
+    if one_row or panel == PACK_NONE:
+        packs = [PACK_NONE]  # one row never reuses a panel
+    elif math.prod(iv.extent for iv in op.axis[:-1]) < FEW_ROWS:
+        packs = [panel, panel[len(PACK_PANELS):]]  # and the same input copied per block
+    else:
+        packs = [panel]
     for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):
         width = _largest(_s3_values(tile_cands[axes[-1]]), lanes * width_vectors)
         if width is None:
@@ -121,13 +125,6 @@ def _shapes(space, plan, layout):
         yield dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
                    parallel=min(2, len(axes)), unroll=_unroll(cands["unroll"]),
                    pack=pack if width > 1 else PACK_NONE)
-
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
 
 
 def _s3_values(cands) -> list[int]:

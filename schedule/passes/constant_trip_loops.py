@@ -7,7 +7,7 @@ Thread-bound loops stay as they are.
 """
 from __future__ import annotations
 
-from te.expr import Binary, Const
+from te.expr import Const
 
 from .. import ir
 from ..ir import For, IfThenElse, Stmt
@@ -29,13 +29,11 @@ class _ConstantTrips(StmtMutator):
         if node.kind == ir.THREAD_BINDING:
             return node
         n = ir.const_int(node.extent)
-        if n is None and isinstance(node.extent, Binary) and node.extent.op == "min":
-            a, b = node.extent.a, node.extent.b
-            c, rest = (a, b) if ir.const_int(a) is not None else (b, a)
-            n = ir.const_int(c)
-            if n is not None:
-                body = IfThenElse(self.an.simplify(node.var < rest), node.body)
-                node = For(node.var, c, node.kind, body, node.thread_tag)
+        tail = ir.tail_bound(node.extent) if n is None else None
+        if tail is not None:
+            n, rest = tail
+            body = IfThenElse(self.an.simplify(node.var < rest), node.body)
+            node = For(node.var, Const(n), node.kind, body, node.thread_tag)
         if n == 1:
             return self._drop_unit_guard(subst_stmt(node.body, {node.var: 0}, simplify=True, analyzer=self.an))
         return node

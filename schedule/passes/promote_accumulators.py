@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from te.expr import Binary, Const, Expr, Logical, free_vars, post_order
+from te.expr import Binary, Const, Expr, free_vars, post_order
 
 from .. import ir
 from ..ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt
@@ -120,24 +120,22 @@ class _Promote(StmtMutator):
             return None
         if self._tile_dims(store, tile) is None:
             return None
-        promoted = _promoted(store, value, reduce_loops, tile, extents)
-        return self._versioned(promoted, tile, extents)
+        return self._versioned(_promoted(store, value, reduce_loops, tile, extents), tile)
 
-    def _versioned(self, promoted: Stmt, tile: list[For], extents: list[int]) -> Stmt:
+    def _versioned(self, promoted: Stmt, tile: list[For]) -> Stmt:
         """``promoted`` as a full-tile copy with constant tile extents and the tail copy,
         chosen by whether every tail bound ``min(factor, rest)`` reaches its factor."""
-        full, tails = [], {}
-        for loop, n in zip(tile, extents):
-            if ir.const_int(loop.extent) is not None:
+        cond, tails = None, {}
+        for loop in tile:
+            tail = ir.tail_bound(loop.extent)
+            if tail is None:
                 continue
-            rest = loop.extent.b if ir.const_int(loop.extent.a) == n else loop.extent.a
-            full.append(self.an.simplify(Const(n, "int32") <= rest))
+            n, rest = tail
+            whole = Const(n, "int32") <= rest
+            cond = whole if cond is None else cond & whole
             tails[self.an.structural_key(loop.extent)] = n
-        if not full:
+        if cond is None:
             return promoted
-        cond = full[0]
-        for c in full[1:]:
-            cond = Logical("and", cond, c)
         cond = self.an.simplify(cond)
         decided = cond.value if isinstance(cond, Const) else None
         constant = _ConstantExtents(self.an, tails).visit(promoted)
