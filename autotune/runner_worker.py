@@ -19,7 +19,9 @@ same inputs) in interleaved rounds, on copies of the arrays placed anew for ever
 looked up by name, so workloads registered in the user's script, or made from tensors,
 measure like the library's.
 
-Timing protocol (CPU): one verification call on outputs prefilled with NaN (or a
+Timing protocol (CPU): inputs the kernel takes packed at build time (its shared object's
+prepack table, ``backends.cpu.read_prepacks``: dense's weights in panels) are packed once,
+untimed, as a user packs them once; then one verification call on outputs prefilled with NaN (or a
 sentinel), compared with the reference; then one round of ``timing_protocol.time_round``
 (a warm-up, then cache-flushed repeats until ``min_repeats`` and ``min_time``), the
 protocol the anchors use too. A candidate already ``slow_factor`` times slower than the
@@ -92,9 +94,11 @@ def _checked_call(ws: _Workspace, fn, ptrs: list[int], outputs: list[np.ndarray]
 
 
 def _run(ws: _Workspace, artifact: str, function: str, options: dict):
+    from backends.cpu import packed_arrays
+
     lib = ctypes.CDLL(artifact)
     try:
-        arrays = ws.inputs + ws.outputs
+        arrays = packed_arrays(lib, function, ws.inputs + ws.outputs)  # inputs packed at build time: untimed
         fn = _kernel(lib, function, len(arrays))
         ptrs = [a.ctypes.data for a in arrays]
         first, problem = _checked_call(ws, fn, ptrs, ws.outputs)
@@ -114,6 +118,8 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
     arrays placed anew for every round (``final_timing.placed_copies``)."""
     import random
 
+    from backends.cpu import packed_arrays
+
     from .anchor import numpy_equivalent_on, workload_has_numpy_anchor
     from .final_timing import interleaved_rounds, placed_copies
 
@@ -128,8 +134,11 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
 
         def start_round(round_: int) -> None:
             inputs, outputs = (placed_copies(ws.inputs, rng), placed_copies(ws.outputs, rng))
-            # The arrays stay referenced while the kernels get their raw pointers.
-            now.update(inputs=inputs, outputs=outputs, ptrs=[a.ctypes.data for a in inputs + outputs],
+            # Each kernel's arrays: its inputs packed at build time packed now, outside the timing.
+            # They stay referenced while the kernels get their raw pointers.
+            arrays = [packed_arrays(lib, function, inputs + outputs) for lib in libs]
+            now.update(inputs=inputs, outputs=outputs, arrays=arrays,
+                       ptrs=[[a.ctypes.data for a in each] for each in arrays],
                        anchor=numpy_equivalent_on(ws.workload, inputs) if has_anchor else None)
 
         def one_round(fn, args) -> float:
@@ -139,11 +148,11 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
 
         def time_candidate(i: int) -> float:
             if i not in verified:
-                _, problem = _checked_call(ws, kernels[i], now["ptrs"], now["outputs"])
+                _, problem = _checked_call(ws, kernels[i], now["ptrs"][i], now["outputs"])
                 if problem is not None:
                     raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
                 verified.add(i)
-            return one_round(kernels[i], now["ptrs"])
+            return one_round(kernels[i], now["ptrs"][i])
 
         time_anchor = (lambda: one_round(now["anchor"], ())) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],

@@ -78,9 +78,86 @@ class CPUDialect(Dialect):
 
 
 def generate_source(func: LoweredFunc, dialect: Dialect | None = None) -> str:
-    """The C translation unit of ``func``: includes, helpers, the kernel (``dialect``: CPUDialect)."""
-    helpers, body = CSourcePrinter(dialect or CPUDialect()).function(func)
-    return "\n".join(part for part in (PREAMBLE, helpers, body) if part) + "\n"
+    """The C translation unit of ``func``: includes, helpers, the kernel (``dialect``: CPUDialect).
+
+    A function with inputs packed at build time (``func.prepacks``) also gets their packing
+    functions and a table naming them (``prepack_table``), so that whoever loads the shared
+    object, this module or the measuring process, can pack those inputs before calling it."""
+    dialect = dialect or CPUDialect()
+    helpers: dict[str, str] = {}
+    bodies = []
+    for f in [p.func for p in func.prepacks] + [func]:
+        printer = CSourcePrinter(dialect)
+        bodies.append(printer.function(f)[1])
+        helpers.update(printer.helpers)
+    helper_text = "\n".join(helpers[k] for k in sorted(helpers))
+    table = [prepack_table(func)] if func.prepacks else []
+    return "\n".join(part for part in (PREAMBLE, helper_text, *bodies, *table) if part) + "\n"
+
+
+# ---------------------------------------------------------------- inputs packed at build time
+
+
+#: Suffix of the C string that lists a kernel's packing functions: ``<kernel>_prepacks``.
+PREPACK_TABLE_SUFFIX = "_prepacks"
+
+
+@dataclass(frozen=True)
+class PrepackEntry:
+    """One row of a kernel's prepack table: parameter ``param`` takes the output of C function
+    ``function(source, packed)``, an array of ``shape`` and ``dtype``."""
+
+    param: int
+    function: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def prepack_table(func: LoweredFunc) -> str:
+    """The C definition of ``func``'s prepack table: one ``param function dtype d0xd1x...``
+    row per packed input, rows separated by ``;`` (no quotes, nothing to escape)."""
+    rows = ";".join(f"{p.param} {p.func.name} {func.params[p.param].dtype} "
+                    f"{'x'.join(map(str, func.params[p.param].shape))}" for p in func.prepacks)
+    return f'const char {func.name}{PREPACK_TABLE_SUFFIX}[] = "{rows}";'
+
+
+def read_prepacks(lib: ctypes.CDLL, function: str) -> list[PrepackEntry]:
+    """The prepack table of kernel ``function`` in a loaded shared object ([] if it has none)."""
+    try:
+        first = ctypes.c_char.in_dll(lib, function + PREPACK_TABLE_SUFFIX)  # a char array's first byte
+    except ValueError:  # no such symbol: nothing is packed at build time
+        return []
+    text = ctypes.string_at(ctypes.addressof(first))
+    entries = []
+    for row in filter(None, text.decode().split(";")):
+        param, name, dtype, shape = row.split(" ")
+        entries.append(PrepackEntry(int(param), name, tuple(int(d) for d in shape.split("x")), dtype))
+    return entries
+
+
+def packed_arrays(lib: ctypes.CDLL, function: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """``arrays`` (in the user's layout) with each input that kernel ``function`` takes packed
+    replaced by its packed copy, made once here by the packing function in ``lib``. The
+    measuring process calls this before timing: packing is build-time work, not the kernel's."""
+    out = list(arrays)
+    for entry in read_prepacks(lib, function):
+        packed = np.empty(entry.shape, dtype=dtypes.numpy_dtype(entry.dtype))
+        pack = getattr(lib, entry.function)
+        pack.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        pack.restype = None
+        source = np.ascontiguousarray(out[entry.param])
+        pack(source.ctypes.data, packed.ctypes.data)
+        out[entry.param] = packed
+    return out
+
+
+@dataclass(frozen=True)
+class PackedInput:
+    """Input ``name`` already packed into the layout a kernel chose (``CPUModule.pack``): pass
+    it where the kernel takes ``name`` and the call skips the packing."""
+
+    name: str
+    array: np.ndarray
 
 
 def cache_dir() -> Path:
@@ -141,6 +218,11 @@ class CPUModule:
 
     Arrays are checked (count, shape, dtype, C-contiguity, outputs writable, no
     aliasing) before the call: a mismatch raises ValueError naming the argument.
+
+    A kernel whose schedule rewrote an input's layout (``func.prepacks``, constant weights
+    of ``dense``) is still called with that input as the user lays it out, and packs it on
+    every call; ``pack(name, array)`` packs it once, and the ``PackedInput`` it returns can
+    be passed in its place from then on (what TVM's layout rewrite does with weights).
     """
 
     def __init__(self, func: LoweredFunc, source: str, path: Path):
@@ -152,30 +234,69 @@ class CPUModule:
         self._fn = getattr(lib, func.name)
         self._fn.argtypes = [ctypes.c_void_p] * len(func.params)
         self._fn.restype = None
+        self._packers = {}
+        for p in func.prepacks:
+            pack = getattr(lib, p.func.name)
+            pack.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            pack.restype = None
+            self._packers[p.param] = (p, pack)
         self._lib = lib
 
     @property
     def params(self):
-        return self.func.params
+        """The parameters as the caller passes them (a packed input as its source)."""
+        return self.func.user_params
+
+    def pack(self, name: str, array: np.ndarray) -> PackedInput | np.ndarray:
+        """Input ``name`` packed into this kernel's layout, once: pass the result in its place.
+        An input this kernel takes as laid out comes back as it is, so code that packs its
+        weights works whichever schedule was tuned."""
+        for n, (p, pack) in self._packers.items():
+            if p.source.name == name:
+                _check_array(array, p.source, f"argument {n} ({name})", written=False)
+                packed = np.empty(self.func.params[n].shape, dtype=dtypes.numpy_dtype(p.source.dtype))
+                pack(array.ctypes.data, packed.ctypes.data)
+                return PackedInput(name, packed)
+        for n, buf in enumerate(self.func.params):
+            if buf.name == name and buf not in self._written:
+                _check_array(array, buf, f"argument {n} ({name})", written=False)
+                return array
+        inputs = ", ".join(b.name for b in self.params if b not in self._written)
+        raise ValueError(f"kernel {self.func.name!r} has no input named {name!r} (inputs: {inputs})")
+
+    def prepare(self, arrays) -> list[np.ndarray]:
+        """The arrays the compiled function takes for ``arrays`` in the caller's order: each
+        packed input packed (or taken from its ``PackedInput``), the rest as they are."""
+        arrays = list(arrays)
+        for n, given in enumerate(arrays):
+            if isinstance(given, PackedInput) and n not in self._packers and n < len(self.func.params):
+                raise ValueError(f"argument {n} ({self.func.params[n].name}): packed for another schedule's "
+                                 f"layout; this kernel takes it as laid out")
+        for n, (p, pack) in self._packers.items():
+            if n >= len(arrays):
+                break  # the count check reports it
+            given = arrays[n]
+            where = f"argument {n} ({p.source.name})"
+            if isinstance(given, PackedInput):
+                want = self.func.params[n]
+                if given.name != p.source.name or given.array.shape != want.shape:
+                    raise ValueError(f"{where}: packed for another layout ({given.name}, {given.array.shape}); "
+                                     f"this kernel takes {want.shape} (pack it with this module's pack())")
+                arrays[n] = given.array
+            else:
+                _check_array(given, p.source, where, written=False)
+                arrays[n] = self.pack(p.source.name, given).array
+        return arrays
 
     def check_args(self, arrays) -> None:
         params = self.func.params
         if len(arrays) != len(params):
-            names = ", ".join(b.name for b in params)
+            names = ", ".join(b.name for b in self.params)
             raise ValueError(f"kernel {self.func.name!r} takes {len(params)} arrays ({names}), got {len(arrays)}")
         seen: list[tuple[int, int, str]] = []  # (first byte, end byte, argument) of each array
         for n, (arr, buf) in enumerate(zip(arrays, params)):
             where = f"argument {n} ({buf.name})"
-            if not isinstance(arr, np.ndarray):
-                raise ValueError(f"{where}: expected a numpy.ndarray, got {type(arr).__name__}")
-            if arr.shape != buf.shape:
-                raise ValueError(f"{where}: expected shape {buf.shape}, got {arr.shape}")
-            if arr.dtype != dtypes.numpy_dtype(buf.dtype):
-                raise ValueError(f"{where}: expected dtype {buf.dtype}, got {arr.dtype}")
-            if not arr.flags.c_contiguous:
-                raise ValueError(f"{where}: array must be C-contiguous (use numpy.ascontiguousarray)")
-            if buf in self._written and not arr.flags.writeable:
-                raise ValueError(f"{where}: the kernel writes this array, but it is read-only")
+            _check_array(arr, buf, where, written=buf in self._written)
             start = arr.ctypes.data
             end = start + arr.nbytes
             for other_start, other_end, other in seen:  # overlapping memory breaks `restrict`
@@ -184,15 +305,32 @@ class CPUModule:
             seen.append((start, end, where))
 
     def __call__(self, *arrays: np.ndarray) -> None:
+        if len(arrays) == len(self.func.params):  # else the check below names the parameters
+            arrays = tuple(self.prepare(arrays))
         self.check_args(arrays)
         self._fn(*[a.ctypes.data for a in arrays])
 
     def call_unchecked(self, pointers) -> None:
-        """Call with raw data pointers (the timing loop uses this to skip the checks)."""
+        """Call with raw data pointers (the timing loop uses this to skip the checks); a packed
+        input's pointer must be its packed array's (``prepare``)."""
         self._fn(*pointers)
 
     def __repr__(self):
         return f"CPUModule({self.func.name}, {self.path.name})"
+
+
+def _check_array(arr, buf, where: str, written: bool) -> None:
+    """ValueError naming ``where`` unless ``arr`` is an array ``buf`` can take."""
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"{where}: expected a numpy.ndarray, got {type(arr).__name__}")
+    if arr.shape != buf.shape:
+        raise ValueError(f"{where}: expected shape {buf.shape}, got {arr.shape}")
+    if arr.dtype != dtypes.numpy_dtype(buf.dtype):
+        raise ValueError(f"{where}: expected dtype {buf.dtype}, got {arr.dtype}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{where}: array must be C-contiguous (use numpy.ascontiguousarray)")
+    if written and not arr.flags.writeable:
+        raise ValueError(f"{where}: the kernel writes this array, but it is read-only")
 
 
 def build(func: LoweredFunc) -> CPUModule:

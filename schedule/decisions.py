@@ -19,7 +19,9 @@ Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an a
     <stage>.parallel        CPU: how many outer loops fuse into the parallel loop
     <stage>.unroll          unroll budget
     <stage>.pack            CPU multi-level: the input name packed into a local tile, PACK_PANELS
-                            + the input name (rewritten once into register-tile-wide panels), or PACK_NONE
+                            + the input name (rewritten once per call into register-tile-wide panels),
+                            PACK_PREPACKED + the input name (the same panels, packed once at build
+                            time: constant weights), or PACK_NONE
     <stage>.order           CPU simple reduction: REDUCE_INNER or REDUCE_OUTER
     <stage>.threads         GPU simple: threads per block
 
@@ -45,6 +47,10 @@ PACK_NONE = "none"
 #: CPU multi-level packing: prefix of a ``pack`` value that rewrites an input into panels as
 #: wide as the register tile (``"panels:B"``), once per call, rather than copying a local tile.
 PACK_PANELS = "panels:"
+#: CPU multi-level packing: prefix of a ``pack`` value that lays an input the op declares
+#: layout-free (``attrs["layout_free_placeholders"]``: constant weights) out in those panels
+#: once, at build time (``Schedule.rewrite_layout``), so no call pays for the copy.
+PACK_PREPACKED = "prepacked:"
 #: CPU simple reductions: reduction loops inside the spatial tile, or outside it.
 REDUCE_INNER = "reduce_inner"
 REDUCE_OUTER = "reduce_outer"
@@ -140,12 +146,22 @@ class MultiLevelDecisions(StageDecisions):
     @property
     def local_pack(self) -> str | None:
         """The input copied into a local tile at the outer reduction loop, if any."""
-        return None if self.pack == PACK_NONE or self.pack.startswith(PACK_PANELS) else self.pack
+        if self.pack == PACK_NONE or self.panel_pack is not None:
+            return None
+        return self.pack
 
     @property
     def panel_pack(self) -> str | None:
-        """The input rewritten into register-tile-wide panels, if any."""
-        return self.pack[len(PACK_PANELS):] if self.pack.startswith(PACK_PANELS) else None
+        """The input rewritten into register-tile-wide panels (per call or at build time), if any."""
+        for prefix in (PACK_PANELS, PACK_PREPACKED):
+            if self.pack.startswith(prefix):
+                return self.pack[len(prefix):]
+        return None
+
+    @property
+    def panels_at_build_time(self) -> bool:
+        """Whether the panels are packed once, at build time, rather than on every call."""
+        return self.pack.startswith(PACK_PREPACKED)
 
 
 @dataclass(frozen=True)
@@ -336,8 +352,9 @@ CPU_MULTI_LEVEL = StageCodec(MultiLevelDecisions, (
     _Field("at", "at", "loop level of the owner where the tile is computed"),
     _Field("parallel", "parallel", "outer a-level loops fused into the parallel loop"),
     _UNROLL,
-    _Field("pack", "pack", "input copied into a contiguous local tile at the outer reduction loop, or "
-                           "(panels:<input>) rewritten once into panels as wide as the register tile"),
+    _Field("pack", "pack", "input copied into a contiguous local tile at the outer reduction loop, "
+                           "(panels:<input>) rewritten on every call into panels as wide as the register "
+                           "tile, or (prepacked:<input>, constant weights) into those panels once, at build time"),
 ))
 CPU_SIMPLE = StageCodec(SimpleDecisions, (
     _Field("tiles", "tile", "inner split of this spatial axis (the last one is vectorized)", _AXIS, scalar=True),

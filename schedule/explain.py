@@ -259,7 +259,9 @@ def describe_lowered(func: LoweredFunc | GPUProgram, pragmas: Pragmas | None = N
     if any(isinstance(s, For) and s.kind == ir.THREAD_BINDING for s in ir.walk(func.body)):
         return describe_program(lower_gpu(func))
     what = explain(func.body, pragmas=pragmas)
-    return "\n".join([_parallel_line(what.parallel), _memory_line(what)] + [str(n) for n in what.buffers])
+    packed = [f"packed once, before any call: {p.source.name} into {func.params[p.param].name} "
+              f"({_dims(func.params[p.param].shape)}), which the kernel takes in its place" for p in func.prepacks]
+    return "\n".join([_parallel_line(what.parallel), _memory_line(what), *packed] + [str(n) for n in what.buffers])
 
 
 def _memory_line(what: Explanation) -> str:

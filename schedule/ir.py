@@ -202,12 +202,33 @@ def max_trip_count(extent: Expr) -> int | None:
 
 
 @dataclass(frozen=True, eq=False)
+class Prepack:
+    """An input whose layout a schedule rewrote once, at build time (``Schedule.rewrite_layout``):
+    the kernel's parameter ``param`` holds ``func(source)``, where ``source`` is the input as
+    the user lays it out and ``func`` (parameters: source, packed) writes the new layout."""
+
+    param: int
+    source: Buffer
+    func: "LoweredFunc"
+
+
+@dataclass(frozen=True, eq=False)
 class LoweredFunc:
-    """The result of lowering: a kernel's parameters and body."""
+    """The result of lowering: a kernel's parameters and body, and the packing functions of
+    inputs whose layout was rewritten at build time (empty for most schedules)."""
 
     name: str
     params: tuple[Buffer, ...]
     body: Stmt
+    prepacks: tuple[Prepack, ...] = ()
+
+    @property
+    def user_params(self) -> tuple[Buffer, ...]:
+        """The parameters as the caller lays them out: each prepacked one as its source."""
+        params = list(self.params)
+        for p in self.prepacks:
+            params[p.param] = p.source
+        return tuple(params)
 
     def __str__(self):
         from .printer import func_to_str

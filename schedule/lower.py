@@ -20,6 +20,7 @@ One ``PassContext`` (the simplifier's memo tables) serves the whole lowering, st
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from te.expr import Binary, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform
@@ -27,10 +28,10 @@ from te.tensor import REDUCE, IterVar, PlaceholderOp, Tensor
 
 from . import ir, passes
 from .bounds import infer_region
-from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt, seq
+from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Prepack, Stmt, seq
 from .passes import Pass, PassContext, Trace
 from .simplify import Analyzer, interval
-from .stage import Fuse, Schedule, ScheduleError, Split, Stage
+from .stage import Fuse, Schedule, ScheduleError, Split, Stage, create_schedule
 
 _LOOP_KIND = {"vectorize": ir.VECTORIZED, "unroll": ir.UNROLLED, "parallel": ir.PARALLEL, "bind": ir.THREAD_BINDING}
 
@@ -74,7 +75,32 @@ def lower(s: Schedule, args, name: str = "kernel", trace: Trace = False,
     if emit is not None:
         emit("build", str(func))
     steps = passes.pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
-    return passes.run(steps, func, ctx, trace)
+    lowered = passes.run(steps, func, ctx, trace)
+    if not s.layout_rewrites:
+        return lowered
+    if not isinstance(lowered, LoweredFunc):
+        raise ScheduleError("rewrite_layout: inputs packed at build time are supported on the CPU only")
+    return dataclasses.replace(lowered, prepacks=_prepacks(s, _check_args(s, args), name, steps))
+
+
+def _prepacks(s: Schedule, args: list[Tensor], name: str, steps) -> tuple[Prepack, ...]:
+    """The packing function of each input whose layout ``s`` rewrote (``Schedule.rewrite_layout``):
+    the copy in parallel over panels (fused with the next axis when there are few), the panel's
+    width vectorized. It runs once per packed input, not per call, so it has no knobs."""
+    out = []
+    for n, arg in enumerate(args):
+        rw = s.layout_rewrites.get(arg.op)
+        if rw is None:
+            continue
+        ps = create_schedule(rw.packing)
+        stage = ps[rw.packing]
+        outer, *middle, inner = stage.op.axis
+        stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
+        stage.vectorize(inner)
+        pctx = PassContext()
+        pfunc = passes.run(steps, build_loop_nest(ps, [rw.source, rw.packing], f"{name}_pack{n}", pctx.analyzer), pctx)
+        out.append(Prepack(n, pfunc.params[0], pfunc))
+    return tuple(out)
 
 
 def build_loop_nest(s: Schedule, args, name: str = "kernel", analyzer: Analyzer | None = None) -> LoweredFunc:
@@ -203,6 +229,9 @@ def _path_inside(reader: Stage, host: Stage, ivar: IterVar) -> list[Stage] | Non
 def _assign_arg_buffers(s: Schedule, infos, args: list[Tensor]) -> list[Buffer]:
     params = []
     for t in args:
+        rewrite = s.layout_rewrites.get(t.op)
+        if rewrite is not None:  # the kernel takes the input in its packed layout
+            t = rewrite.packed
         stage = s.stage_of(t)
         if stage is None:
             buf = Buffer(t.name, t.shape, t.dtype, "global", is_arg=True)
@@ -217,7 +246,7 @@ def _assign_arg_buffers(s: Schedule, infos, args: list[Tensor]) -> list[Buffer]:
         infos[stage].buffer = buf
         params.append(buf)
     needed = {op for st in infos.values() for op in _placeholders_read(st.body)}
-    given = {t.op for t in args}
+    given = {t.op for t in args} | {s.layout_rewrites[t.op].packed.op for t in args if t.op in s.layout_rewrites}
     missing = [op.name for op in needed if op not in given]
     if missing:
         raise ScheduleError(f"lower/build: placeholder(s) {', '.join(sorted(missing))} are read but not in the arguments")

@@ -22,12 +22,12 @@ from typing import ClassVar, Mapping
 
 from te import dtypes
 from te.expr import TensorRead, post_order
-from te.tensor import ComputeOp, Tensor
+from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, PACK_PANELS,
-                        REDUCE_INNER, REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
-                        StageDecisions, StageLayout, decode_config)
+                        PACK_PREPACKED, REDUCE_INNER, REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions,
+                        SimpleDecisions, StageCodec, StageDecisions, StageLayout, decode_config)
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
@@ -298,7 +298,8 @@ class ConfigSpace(SearchSpace):
 
 def _describe_pack(d: MultiLevelDecisions) -> str:
     if d.panel_pack is not None:
-        return f"packs {d.panel_pack} into panels {d.tiles[-1][2]} wide"
+        when = "once, at build time" if d.panels_at_build_time else "on every call"
+        return f"packs {d.panel_pack} into panels {d.tiles[-1][2]} wide {when}"
     return "no packing" if d.local_pack is None else f"packs {d.local_pack}"
 
 
@@ -325,13 +326,26 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
-            + tuple(PACK_PANELS + name for name in panel_inputs(op)))
+            + tuple(PACK_PANELS + name for name in panel_inputs(op))
+            + tuple(PACK_PREPACKED + name for name in panel_inputs(op) if name in layout_free_inputs(op)))
     if plan.role == SIMPLE:
         return CPU_SIMPLE.knobs(
             name, op,
             tiles=[factor_candidates(iv.extent, 4 * lanes if n == last else 64) for n, iv in enumerate(op.axis)],
             parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None)
     return []
+
+
+#: Compute attribute naming the inputs whose layout the schedule may choose, because their
+#: values are fixed before the kernel runs (weights): TVM's ``layout_free_placeholders``.
+LAYOUT_FREE = "layout_free_placeholders"
+
+
+def layout_free_inputs(op: ComputeOp) -> tuple[str, ...]:
+    """Names of the placeholders ``op`` declares layout-free (its ``LAYOUT_FREE`` attribute)
+    that it reads directly: those may be packed once, at build time."""
+    read = {t.name for t in op.input_tensors if isinstance(t.op, PlaceholderOp)}
+    return tuple(name for name in op.attrs.get(LAYOUT_FREE, ()) if name in read)
 
 
 def panel_inputs(op: ComputeOp) -> dict[str, int]:
@@ -381,7 +395,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         owner, tiled = s[plan.owner], s[op]
         tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
     if d.panel_pack is not None:
-        _pack_panels(s, tiled, d.panel_pack, tiles[-1][2])
+        _pack_panels(s, tiled, d.panel_pack, tiles[-1][2], d.panels_at_build_time)
     # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
     levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
     a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
@@ -433,12 +447,17 @@ def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     s[packed].compute_at(tiled, at)
 
 
-def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int) -> None:
+def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool) -> None:
     """Rewrite input ``tensor_name`` into panels ``width`` (the register tile) wide before the
     tiled stage runs, so its micro-kernel streams one contiguous panel as the reduction
-    advances; the copy runs in parallel over panels, its rows vectorized."""
+    advances; the copy runs in parallel over panels, its rows vectorized. ``at_build_time``:
+    the panels are packed once, outside the kernel (``Schedule.rewrite_layout``)."""
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
-    packed = s.pack_panels(tensor, panel_inputs(tiled.op)[tensor_name], width, [tiled])
+    dim = panel_inputs(tiled.op)[tensor_name]
+    if at_build_time:
+        s.rewrite_layout(tensor, dim, width, [tiled])
+        return
+    packed = s.pack_panels(tensor, dim, width, [tiled])
     stage = s[packed]
     outer, *middle, inner = stage.op.axis
     stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)

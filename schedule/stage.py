@@ -24,7 +24,7 @@ from typing import Sequence
 from te.dag import topological_order
 from te.errors import TEError
 from te.expr import TensorRead, Var, as_expr, if_then_else, transform
-from te.tensor import REDUCE, SPATIAL, ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, compute
+from te.tensor import REDUCE, SPATIAL, ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, compute, placeholder
 
 THREAD_TAGS = (
     "blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread",
@@ -68,6 +68,38 @@ def _positive_int(value, what: str) -> int:
     if value <= 0:
         raise ScheduleError(f"{what} must be positive, got {value}")
     return value
+
+
+def panel_layout(tensor: Tensor, dim: int, width: int) -> Tensor:
+    """``tensor`` as panels ``width`` wide along ``dim``: a compute ``<name>.panels`` of shape
+    (ceil(extent/width), other dims..., width), zero past the extent (``Schedule.pack_panels``)."""
+    extent = tensor.shape[dim]
+    others = [n for n in range(len(tensor.shape)) if n != dim]
+    shape = (-(-extent // width), *(tensor.shape[n] for n in others), width)
+
+    def element(outer, *rest):
+        *kept, inner = rest
+        index = [None] * len(tensor.shape)
+        for n, v in zip(others, kept):
+            index[n] = v
+        index[dim] = outer * width + inner
+        value = tensor[tuple(index)]
+        if extent % width:
+            return if_then_else(index[dim] < extent, value, as_expr(0, tensor.dtype))
+        return value
+
+    return compute(shape, element, name=f"{tensor.name}.panels", tag="pack_panels")
+
+
+@dataclass(frozen=True, eq=False)
+class LayoutRewrite:
+    """An input the schedule's stages read in another layout, packed once before the kernel
+    runs (``Schedule.rewrite_layout``): ``packed`` is the placeholder they read, ``packing``
+    the compute of ``packed`` from ``source`` (its own schedule makes the packing function)."""
+
+    source: Tensor
+    packed: Tensor
+    packing: Tensor
 
 
 # ---------------------------------------------------------------- stage
@@ -305,6 +337,8 @@ class Schedule:
         self.outputs = list(outputs)
         self.stages: list[Stage] = []
         self._by_op: dict[Operation, Stage] = {}
+        #: source placeholder's op -> its LayoutRewrite (``rewrite_layout``)
+        self.layout_rewrites: dict[Operation, LayoutRewrite] = {}
         for op in topological_order(self.outputs):
             if isinstance(op, ComputeOp):
                 self._add_stage(Stage(op, self))
@@ -424,51 +458,71 @@ class Schedule:
         whose register tile is 16 wide along ``j`` then streams one contiguous panel as ``k``
         advances, instead of touching a new row (and page) of ``B`` at every step: the
         GotoBLAS packing of B, done once per call as a stage of its own (TVM's x86 dense
-        schedules and Ansor's layout rewrite do the same). The copy is a root stage; split,
-        vectorize and parallelize it like any other.
+        schedules do the same; ``rewrite_layout`` packs once, at build time, instead). The
+        copy is a root stage; split, vectorize and parallelize it like any other.
         """
+        reader_stages = self._panel_readers("pack_panels", tensor, dim, width, readers)
+        packed = panel_layout(tensor, dim, width)
+        self._add_stage(Stage(packed.op, self), before=min(reader_stages, key=self.stages.index))
+        self._read_panels(reader_stages, tensor, dim, width, packed)
+        return packed
+
+    def rewrite_layout(self, tensor: Tensor, dim: int, width: int, readers) -> Tensor:
+        """Make ``readers`` read input ``tensor`` as panels (the layout of ``pack_panels``) that
+        the caller supplies, packed once rather than on every call: TVM's layout rewrite of
+        constant weights. Returns the new placeholder ``<name>.panels`` that ``readers`` read.
+
+        A function lowered from this schedule still lists ``tensor`` among its arguments, but
+        its parameter there is the packed placeholder, and its ``prepacks`` hold the function
+        that packs ``tensor`` (``schedule.ir.Prepack``): the built module packs it when
+        called with ``tensor`` as is, or takes the panels packed once beforehand.
+        """
+        if not isinstance(tensor.op, PlaceholderOp):
+            raise ScheduleError(f"rewrite_layout: {tensor.name!r} is computed; only inputs (placeholders) "
+                                f"can be packed once before the kernel runs (use pack_panels)")
+        if tensor.op in self.layout_rewrites:
+            raise ScheduleError(f"rewrite_layout: the layout of {tensor.name!r} is rewritten already")
+        reader_stages = self._panel_readers("rewrite_layout", tensor, dim, width, readers)
+        others = [st.name for st in self.stages if st not in reader_stages and st.attach != "inline"
+                  and tensor.op in [t.op for t in st.op.input_tensors]]
+        if others:  # the kernel no longer receives the input as laid out: nobody may read it so
+            raise ScheduleError(f"rewrite_layout: stage(s) {', '.join(others)} also read {tensor.name!r}; "
+                                f"list every reader")
+        packing = panel_layout(tensor, dim, width)
+        packed = placeholder(packing.shape, tensor.dtype, packing.name)
+        self._read_panels(reader_stages, tensor, dim, width, packed)
+        self.layout_rewrites[tensor.op] = LayoutRewrite(tensor, packed, packing)
+        return packed
+
+    def _panel_readers(self, primitive: str, tensor: Tensor, dim: int, width: int, readers) -> list[Stage]:
         reader_stages = [self[r] for r in (readers if isinstance(readers, (list, tuple)) else [readers])]
         if not reader_stages:
-            raise ScheduleError("pack_panels: give at least one reader")
+            raise ScheduleError(f"{primitive}: give at least one reader")
         if not 0 <= dim < len(tensor.shape):
-            raise ScheduleError(f"pack_panels: {tensor.name!r} has no dimension {dim} (it has {len(tensor.shape)})")
+            raise ScheduleError(f"{primitive}: {tensor.name!r} has no dimension {dim} (it has {len(tensor.shape)})")
         if width < 1:
-            raise ScheduleError(f"pack_panels: panel width must be positive, got {width}")
+            raise ScheduleError(f"{primitive}: panel width must be positive, got {width}")
         for r in reader_stages:
-            r._check_not_inlined("pack_panels")
+            r._check_not_inlined(primitive)
             if tensor.op not in [t.op for t in r.op.input_tensors]:
-                raise ScheduleError(f"pack_panels: stage {r.name!r} does not read {tensor.name!r}")
-        extent = tensor.shape[dim]
-        others = [n for n in range(len(tensor.shape)) if n != dim]
-        shape = (-(-extent // width), *(tensor.shape[n] for n in others), width)
+                raise ScheduleError(f"{primitive}: stage {r.name!r} does not read {tensor.name!r}")
+        return reader_stages
 
-        def element(outer, *rest):
-            *kept, inner = rest
-            index = [None] * len(tensor.shape)
-            for n, v in zip(others, kept):
-                index[n] = v
-            index[dim] = outer * width + inner
-            value = tensor[tuple(index)]
-            if extent % width:
-                return if_then_else(index[dim] < extent, value, as_expr(0, tensor.dtype))
-            return value
-
-        packed = compute(shape, element, name=f"{tensor.name}.panels", tag="pack_panels")
-        first_reader = min(reader_stages, key=self.stages.index)
-        self._add_stage(Stage(packed.op, self), before=first_reader)
+    def _read_panels(self, reader_stages: list[Stage], tensor: Tensor, dim: int, width: int, panels: Tensor) -> None:
+        """Make ``reader_stages`` read ``panels[j // width, ..., j % width]`` for ``tensor[..., j, ...]``."""
         old_op = tensor.op
+        others = [n for n in range(len(tensor.shape)) if n != dim]
 
         def reindex(n):
             if not (isinstance(n, TensorRead) and n.tensor.op is old_op):
                 return None
             idx = n.indices
             kept = tuple(idx[k] for k in others)
-            return TensorRead(packed, (idx[dim] // width, *kept, idx[dim] % width), n.dtype)
+            return TensorRead(panels, (idx[dim] // width, *kept, idx[dim] % width), n.dtype)
 
         for r in reader_stages:
             body = transform(r.op.body, reindex)
             self._set_op(r, ComputeOp(r.op.name, r.op.axis, body, r.op.tag, r.op.attrs))
-        return packed
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a ``<name>.<scope>`` buffer and copy it out afterwards.

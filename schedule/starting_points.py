@@ -6,7 +6,8 @@ accumulators (``rows x width``, the width a multiple of the vector length), the
 streamed input packed into panels of that width, a reduction block whose panel slice
 stays in L1, and cache blocks of several register tiles. A short output (fewer than
 ``FEW_ROWS`` rows) also tries the streamed input copied per cache block instead of panels,
-and a one-row output (GEMV) streams wide blocks unpacked. This module writes down a few
+and a one-row output (GEMV) streams wide blocks unpacked. An input the op declares
+layout-free (constant weights of ``dense``) is packed into the panels once, at build time. This module writes down a few
 such configs per space from the target's register file and the space's own candidates,
 so the model-guided and evolutionary tuners measure them in their first batch and climb
 from there, instead of waiting for the model to discover the shape.
@@ -23,7 +24,7 @@ import random
 from te import dtypes
 
 from .config import Config, ConfigError
-from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS
+from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS, PACK_PREPACKED
 from .sketch import MULTI_LEVEL
 
 #: Most starting points one space offers.
@@ -96,10 +97,13 @@ def _shapes(space, plan, layout):
     axes = [iv.name for iv in op.axis]
     tile_cands = cands["tiles"]
     panel = next((c for c in cands["pack"] if str(c).startswith(PACK_PANELS)), PACK_NONE)
+    prepacked = next((c for c in cands["pack"] if str(c).startswith(PACK_PREPACKED)), None)
     one_row = len(axes) < 2 or op.axis[-2].extent == 1
     blocks = ((ONE_ROW_REDUCE_BLOCKS, (1,), ONE_ROW_COLUMN_BLOCKS) if one_row
               else (REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS))
-    if one_row or panel == PACK_NONE:
+    if prepacked is not None and not one_row:
+        packs = [prepacked]  # the same panels, packed once at build time: no call pays for the copy
+    elif one_row or panel == PACK_NONE:
         packs = [PACK_NONE]  # one row never reuses a panel
     elif math.prod(iv.extent for iv in op.axis[:-1]) < FEW_ROWS:
         packs = [panel, panel[len(PACK_PANELS):]]  # and the same input copied per block

@@ -90,9 +90,11 @@ def dense(X, W, bias=None, relu: bool = False, out_dtype=None):
         if bias.dtype != acc:
             raise te.DTypeError(f"dense: bias is {bias.dtype} but the output is {acc}; cast one of them first")
     k = te.reduce_axis((0, K), "k")
+    # W is a layer's weights, fixed before the kernel runs: the schedule may choose its layout
+    # and pack it once, at build time (TVM's layout_free_placeholders; schedule.space).
     Y = te.compute(
         (M, N), lambda i, j: te.sum(_operand(X, acc, i, k) * _operand(W, acc, j, k), axis=k),
-        name="dense", tag="dense",
+        name="dense", tag="dense", attrs={"layout_free_placeholders": [W.name]},
     )
     if bias is None and not relu:
         return Y

@@ -61,12 +61,13 @@ def source_loops(source: str) -> list[tuple[str, str, list[str]]]:
 def check_agrees_with_source(func: ir.LoweredFunc, dialect: CPUDialect | None = None) -> str:
     """Assert that the description of every loop of ``func`` matches the C the CPU backend
     prints for it (with ``dialect``, when given), loop by loop; returns the source."""
+    bodies = [p.func.body for p in func.prepacks] + [func.body]  # the packing functions print first
     if dialect is None:
         source = backend_for("cpu").generate_source(func)
-        described = explain(func.body).loops
+        described = [note for body in bodies for note in explain(body).loops]
     else:
         source = generate_source(func, dialect)
-        described = explain(func.body, pragmas=dialect.loop_pragmas).loops
+        described = [note for body in bodies for note in explain(body, pragmas=dialect.loop_pragmas).loops]
     printed = source_loops(source)
     assert len(described) == len(printed)
     for note, (name, extent, pragmas) in zip(described, printed):
