@@ -272,7 +272,7 @@ class CPUModule:
             if isinstance(given, PackedInput) and n not in self._packers and n < len(self.func.params):
                 raise ValueError(f"argument {n} ({self.func.params[n].name}): packed for another schedule's "
                                  f"layout; this kernel takes it as laid out")
-        for n, (p, pack) in self._packers.items():
+        for n, (p, _) in self._packers.items():
             if n >= len(arrays):
                 break  # the count check reports it
             given = arrays[n]
@@ -284,8 +284,7 @@ class CPUModule:
                                      f"this kernel takes {want.shape} (pack it with this module's pack())")
                 arrays[n] = given.array
             else:
-                _check_array(given, p.source, where, written=False)
-                arrays[n] = self.pack(p.source.name, given).array
+                arrays[n] = self.pack(p.source.name, given).array  # checks the array first
         return arrays
 
     def check_args(self, arrays) -> None:
