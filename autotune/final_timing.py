@@ -21,6 +21,16 @@ not pack its operands can run a third slower at one placement than at another. A
 from one placement is a draw; the median over rounds at different placements is what a
 user can expect, and a config that only wins at a lucky placement does not win here.
 
+Picking the fastest of several candidates by the same rounds that give its figure is the
+winner's curse again, on a smaller scale: with five candidates within noise of each other
+(a kernel of a millisecond varies by a fifth between rounds), the one picked is the one
+whose rounds ran luckiest. So the leader is timed again (``confirm``): ``rounds`` more
+rounds of it alone with the anchor, and that confirmation, not the rounds that picked it,
+becomes its figure. When the confirmed figure no longer leads, the new leader is confirmed
+the same way, until a confirmed candidate leads; the winner's figure, the anchor beside
+it, and the records stored are those of its confirmation, so the ranking the database
+applies (``Database.top_k``: final records by median) picks the config the run reports.
+
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
 drive); the measuring process (``runner_worker``) runs it on real kernels.
 """
@@ -47,7 +57,8 @@ class FinalTimingOptions:
     run, ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
     ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds and ``settle``
     seconds between the anchor and the candidates; ``anchor`` False leaves the anchor out
-    (the command line's ``--no-anchor``)."""
+    (the command line's ``--no-anchor``); ``confirm`` times the leader again before it wins
+    (the module docstring)."""
 
     candidates: int = 5
     rounds: int = 5
@@ -57,6 +68,7 @@ class FinalTimingOptions:
     pause: float = 0.2
     anchor: bool = True
     settle: float = SETTLE_S
+    confirm: bool = True
 
     def __post_init__(self):
         if not isinstance(self.candidates, int) or self.candidates < 0:
@@ -134,7 +146,10 @@ def placed_copies(arrays: list[np.ndarray], rng: random.Random) -> list[np.ndarr
 @dataclass
 class FinalFigures:
     """The final timing of a run: its candidates (fastest first by their search figure),
-    each one's median seconds over the rounds (None when it failed), the anchor's."""
+    each one's round medians when all were timed together (``round_costs``, with the
+    anchor's: ``anchor_rounds``), and for the candidates timed again before they could win
+    (``confirmed``), their rounds and the anchor's of that confirmation. A candidate's
+    figure is the median of its confirmation if it has one, else of its first rounds."""
 
     configs: list[Config]
     search_costs: list[float]
@@ -145,14 +160,24 @@ class FinalFigures:
     flops: int
     run_id: int | None = None
     where: object = None  # the machine that timed them (a TargetInfo), when not the run's own
+    #: candidate -> (its round medians, the anchor's) when it was timed again as the leader
+    confirmed: dict[int, tuple[list[float], list[float] | None]] = field(default_factory=dict)
+
+    def rounds_of(self, i: int) -> list[float]:
+        """The round medians behind candidate ``i``'s figure."""
+        return list(self.confirmed[i][0]) if i in self.confirmed else list(self.round_costs[i])
+
+    def anchor_rounds_of(self, i: int) -> list[float] | None:
+        """The anchor's round medians timed beside candidate ``i``'s figure."""
+        return self.confirmed[i][1] if i in self.confirmed else self.anchor_rounds
 
     def result(self, i: int) -> MeasureResult:
-        """Candidate ``i``'s final timing as a trial's result: its round medians as the
-        costs (so its median is the final figure), or its failure."""
+        """Candidate ``i``'s final timing as a trial's result: the round medians behind its
+        figure as the costs (so its median is the figure), or its failure."""
         if i in self.errors:
             return MeasureResult(_failure_status(self.errors[i]), error=self.errors[i], where=self.where)
-        return MeasureResult(Status.OK, costs=list(self.round_costs[i]), rounds=len(self.round_costs[i]),
-                             where=self.where)
+        rounds = self.rounds_of(i)
+        return MeasureResult(Status.OK, costs=rounds, rounds=len(rounds), where=self.where)
 
     @property
     def costs(self) -> list[float | None]:
@@ -164,8 +189,15 @@ class FinalFigures:
         return min(timed)[1] if timed else None
 
     @property
+    def winner_anchor_rounds(self) -> list[float] | None:
+        """The anchor's round medians timed beside the winner's figure (the reported anchor)."""
+        return self.anchor_rounds if self.winner is None else self.anchor_rounds_of(self.winner)
+
+    @property
     def anchor_cost(self) -> float | None:
-        return statistics.median(self.anchor_rounds) if self.anchor_rounds else None
+        """The anchor's median beside the winner's figure."""
+        rounds = self.winner_anchor_rounds
+        return statistics.median(rounds) if rounds else None
 
     @property
     def anchor_gflops(self) -> float | None:
@@ -177,7 +209,8 @@ class FinalFigures:
 
     def ratio(self, i: int) -> float | None:
         """Candidate ``i``'s speed over the anchor's, both medians of the same rounds."""
-        cost, anchor = self.costs[i], self.anchor_cost
+        anchor_rounds = self.anchor_rounds_of(i)
+        cost, anchor = self.costs[i], statistics.median(anchor_rounds) if anchor_rounds else None
         return anchor / cost if cost and anchor else None
 
 
@@ -207,8 +240,26 @@ def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
         round_costs[i] = times.candidates[slot]
         if slot in times.errors:
             errors[i] = times.errors[slot]
-    return FinalFigures(configs, [cost for _, cost in candidates], round_costs, errors, _anchor_name(task, times),
-                        times.anchor, task.flops, where=times.where)
+    figures = FinalFigures(configs, [cost for _, cost in candidates], round_costs, errors, _anchor_name(task, times),
+                           times.anchor, task.flops, where=times.where)
+    if options.confirm:
+        confirm_leader(figures, lambda i: runner.time_final(task, [builds[i]], options))
+    return figures
+
+
+def confirm_leader(figures: FinalFigures, time_again: Callable[[int], InterleavedTimes]) -> None:
+    """Time the leader again (``time_again(i)``: candidate ``i`` and the anchor, interleaved)
+    until a confirmed candidate leads: each confirmation replaces the leader's figure (a
+    failure now is its failure); each candidate is confirmed at most once."""
+    while True:
+        leader = figures.winner
+        if leader is None or leader in figures.confirmed:
+            return
+        again = time_again(leader)
+        if again.errors:
+            figures.errors[leader] = next(iter(again.errors.values()))
+        else:
+            figures.confirmed[leader] = (list(again.candidates[0]), again.anchor)
 
 
 def _anchor_name(task, times: InterleavedTimes) -> str | None:

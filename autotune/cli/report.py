@@ -5,6 +5,7 @@ one update per measured batch with trials done, best GFLOP/s so far and errors.
 """
 from __future__ import annotations
 
+import statistics
 import sys
 
 import click
@@ -168,8 +169,10 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
 
 
 def _rounds(final) -> str:
-    n = max((len(r) for r in final.round_costs), default=0)
-    return f"{n} interleaved round{'s' if n != 1 else ''}"
+    """How many rounds give the winner's figure, and whether they confirmed it."""
+    n = len(final.rounds_of(final.winner)) if final.winner is not None else 0
+    again = " (timed again after it led)" if final.winner in final.confirmed else ""
+    return f"{n} interleaved round{'s' if n != 1 else ''}{again}"
 
 
 def _final_lines(final) -> list[str]:
@@ -182,6 +185,9 @@ def _final_lines(final) -> list[str]:
         else:
             ratio = final.ratio(i)
             now = f"{_gflops(final.gflops(i))} GFLOP/s" + (f" ({ratio:.3g}x the anchor)" if ratio else "")
+            if i in final.confirmed:
+                first = statistics.median(final.round_costs[i]) if final.round_costs[i] else None
+                now += f", confirmed (first rounds {_gflops(final.flops / first / 1e9)})" if first else ", confirmed"
         mark = "*" if i == final.winner else " "
         lines.append(("final:    " if i == 0 else "          ") + f"{mark} {config.hash}  searching {searched}, now {now}")
     return lines

@@ -278,9 +278,9 @@ def _anchor_after(task, timing, before, result):
     if not isinstance(before, anchors.AnchorFigure):
         return before
     final = result.final
-    if final is not None and final.anchor_rounds:
-        return anchors.AnchorFigure(final.anchor_name, tuple(task.flops / s / 1e9 for s in final.anchor_rounds),
-                                    before.blas)
+    rounds = final.winner_anchor_rounds if final is not None else None
+    if rounds:
+        return anchors.AnchorFigure(final.anchor_name, tuple(task.flops / s / 1e9 for s in rounds), before.blas)
     return measure_anchor(task, timing)
 
 

@@ -6,6 +6,7 @@ is kept); the measuring process and the database with real kernels, never their 
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 import autotune
 import tuning_db
 from autotune.final_timing import (
-    FINAL_TUNER, FinalFigures, FinalTimingOptions, interleaved_rounds, pick_candidates,
+    FINAL_TUNER, FinalFigures, FinalTimingOptions, InterleavedTimes, confirm_leader, interleaved_rounds,
+    pick_candidates,
 )
 from autotune.loop import Trial
 from autotune.measure import MeasureResult, Status
@@ -124,6 +126,84 @@ def test_a_failed_candidate_has_no_figure_and_cannot_win():
     figures = _figures([[1.0], [2.0]], anchor=None, errors={0: "runtime_error"})
     assert figures.costs == [None, 2.0] and figures.winner == 1 and figures.ratio(1) is None
     assert _figures([[], []], anchor=None, errors={0: "x", 1: "y"}).winner is None
+
+
+def _again(scripted: dict):
+    """A ``time_again`` that answers candidate i's confirmation from ``scripted`` and logs the calls."""
+    calls = []
+
+    def time_again(i):
+        calls.append(i)
+        rounds, anchor = scripted[i]
+        if isinstance(rounds, str):
+            return InterleavedTimes([[]], anchor, errors={0: rounds})
+        return InterleavedTimes([rounds], anchor)
+
+    return time_again, calls
+
+
+def test_the_leader_is_timed_again_and_its_figure_is_the_confirmation_not_the_rounds_that_picked_it():
+    # Candidate 0 led by lucky rounds; timed again it runs at 2.5, behind candidate 1's 2.0,
+    # so candidate 1 is timed again too, confirms at 2.2 and wins with that figure.
+    figures = _figures([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [3.0, 3.0, 3.0]], anchor=[4.0, 4.0, 4.0])
+    time_again, calls = _again({0: ([2.5, 2.5, 2.5], [5.0, 5.0, 5.0]), 1: ([2.2, 2.2, 2.2], [4.4, 4.4, 4.4])})
+    confirm_leader(figures, time_again)
+    assert calls == [0, 1]
+    assert figures.costs == [2.5, 2.2, 3.0] and figures.winner == 1
+    assert figures.result(1).costs == [2.2, 2.2, 2.2]  # what is stored, so the database ranks it first
+    assert figures.anchor_cost == 4.4 and figures.ratio(1) == pytest.approx(2.0)
+    assert figures.ratio(0) == pytest.approx(2.0) and figures.ratio(2) == pytest.approx(4.0 / 3.0)
+    # A leader that stays ahead when timed again wins at once; one that fails now loses.
+    steady = _figures([[1.0], [2.0]], anchor=[4.0])
+    time_again, calls = _again({0: ([1.1], [4.0])})
+    confirm_leader(steady, time_again)
+    assert calls == [0] and steady.winner == 0 and steady.costs == [1.1, 2.0]
+    broken = _figures([[1.0], [2.0]], anchor=[4.0])
+    time_again, calls = _again({0: ("wrong_answer: 3 elements differ", None), 1: ([2.0], [4.0])})
+    confirm_leader(broken, time_again)
+    assert calls == [0, 1] and broken.winner == 1 and broken.result(0).status is Status.WRONG_ANSWER
+
+
+def test_the_run_stores_the_confirmed_figures_and_apply_best_builds_the_reported_winner(tmp_path):
+    from autotune import targets
+    from autotune.final_timing import store_final
+
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    figures = _figures([[1.0, 1.0], [2.0, 2.0]], anchor=[4.0, 4.0])
+    figures.flops = task.flops
+    confirm_leader(figures, _again({0: ([3.0, 3.0], [4.0, 4.0]), 1: ([2.1, 2.1], [4.2, 4.2])})[0])
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        run_id = store_final(db, task, targets.describe(task.target), figures, "test")
+        best = db.best(task.key)
+        assert best.run_id == run_id and best.config_hash == figures.configs[figures.winner].hash
+        assert best.median_s == 2.1
+        assert db.get_run(run_id).anchor_gflops == pytest.approx(task.flops / 4.2 / 1e9)
+        assert autotune.build(task, db=db).config.hash == figures.configs[1].hash
+
+
+def test_without_confirm_the_leader_is_not_timed_again(tmp_path):
+    from autotune.final_timing import final_timing
+    from autotune.runner import LocalRunner
+    from autotune.builder import LocalBuilder
+
+    class Counting(LocalRunner):
+        calls = 0
+
+        def time_final(self, task, builds, options):
+            Counting.calls += 1
+            return super().time_final(task, builds, options)
+
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    candidates = [(task.space.sample(random.Random(i)), 1e-6) for i in range(2)]
+    for confirm, calls in ((False, 1), (True, 2)):
+        Counting.calls = 0
+        options = dataclasses.replace(QUICK_FINAL, confirm=confirm)
+        with Counting(timeout=5.0) as runner:
+            figures = final_timing(task, LocalBuilder(), runner, candidates, options)
+        assert figures.winner is not None and Counting.calls >= calls
+        assert (figures.winner in figures.confirmed) == confirm
+        if not confirm:
+            assert Counting.calls == 1
 
 
 def test_candidates_are_the_fastest_distinct_ok_configs_each_with_its_best_reading():

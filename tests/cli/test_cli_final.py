@@ -15,16 +15,16 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
     proc = cli.run(*TINY_MATMUL, "--trials", "8", "--final", "3")
     out = proc.stdout
     best = re.search(r"^best: +([\d.e+-]+) GFLOP/s \(.* ms\), config ([0-9a-f]{16}) \(trial \d+\): "
-                     r"the final timing's median of 5 interleaved rounds$", out, re.M)
+                     r"the final timing's median of 5 interleaved rounds \(timed again after it led\)$", out, re.M)
     assert best, out
     assert re.search(r"^ +the search's best reading: [\d.e+-]+ GFLOP/s, trial \d+$", out, re.M)
     final_lines = re.findall(r"^(?:final: +| +)([* ]) ([0-9a-f]{16})  searching [\d.e+-]+, now [\d.e+-]+ GFLOP/s "
-                             r"\(([\d.e+-]+)x the anchor\)$", out, re.M)
-    assert len(final_lines) == 3 and [mark for mark, _, _ in final_lines].count("*") == 1
+                             r"\(([\d.e+-]+)x the anchor\)(, confirmed \(first rounds [\d.e+-]+\))?$", out, re.M)
+    assert len(final_lines) == 3 and [line[0] for line in final_lines].count("*") == 1
     winner_line = next(line for line in final_lines if line[0] == "*")
-    assert winner_line[1] == best.group(2)
+    assert winner_line[1] == best.group(2) and winner_line[3]  # the winner's figure is its confirmation
     ratio = re.search(r"^anchor: +NumPy ([\d.e+-]+) GFLOP/s; ratio ([\d.e+-]+)x \(medians of the final timing's "
-                      r"5 interleaved rounds, each timing the anchor too\)$", out, re.M)
+                      r"5 interleaved rounds \(timed again after it led\), each timing the anchor too\)$", out, re.M)
     assert ratio, out
     assert ratio.group(2) == winner_line[2]
 
@@ -55,7 +55,8 @@ def test_final_zero_reports_the_search_best_and_stores_no_final_run(cli):
 def test_no_anchor_leaves_numpy_out_of_the_final_timing(cli):
     out = cli.run(*TINY_MATMUL, "--trials", "4", "--final", "2", "--no-anchor").stdout
     assert re.search(r"^anchor: +no anchor: --no-anchor$", out, re.M)
-    finals = re.findall(r"^(?:final: +| +)[* ] [0-9a-f]{16}  searching [\d.e+-]+, now [\d.e+-]+ GFLOP/s$", out, re.M)
+    finals = re.findall(r"^(?:final: +| +)[* ] [0-9a-f]{16}  searching [\d.e+-]+, now [\d.e+-]+ GFLOP/s"
+                        r"(?:, confirmed \(first rounds [\d.e+-]+\))?$", out, re.M)
     assert len(finals) == 2, out
     with tuning_db.Database(cli.db) as db:
         final = db.list_runs()[-1]
