@@ -205,6 +205,19 @@ def test_without_confirm_the_leader_is_not_timed_again(tmp_path):
         if not confirm:
             assert Counting.calls == 1
 
+    class LostAfterFirst(LocalRunner):  # the machine goes away after the first rounds
+        calls = 0
+
+        def time_final(self, task, builds, options):
+            LostAfterFirst.calls += 1
+            if LostAfterFirst.calls > 1:
+                raise RuntimeError("node lost during the final timing")
+            return super().time_final(task, builds, options)
+
+    with LostAfterFirst(timeout=5.0) as runner:
+        figures = final_timing(task, LocalBuilder(), runner, candidates, QUICK_FINAL)
+    assert figures.winner is not None and not figures.confirmed and len(figures.anchor_rounds) == 2
+
 
 def test_candidates_are_the_fastest_distinct_ok_configs_each_with_its_best_reading():
     space = autotune.Task("matmul", dict(M=16, N=16, K=16)).space
