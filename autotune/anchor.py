@@ -225,8 +225,50 @@ def _attention(p: dict, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Callable
     return run
 
 
+def _softmax(p: dict, x: np.ndarray) -> Callable[[], object]:
+    """``exp(x - max) / sum`` along the axis, composed of NumPy's steps as the workload's
+    stages are (max, subtract and exp, sum, divide), in preallocated buffers."""
+    axis = p.get("axis", -1)
+    stat = np.empty(np.max(x, axis=axis, keepdims=True).shape, dtype=x.dtype)
+    exps = np.empty_like(x)
+    out = np.empty_like(x)
+
+    def run():
+        np.max(x, axis=axis, keepdims=True, out=stat)
+        np.subtract(x, stat, out=exps)
+        np.exp(exps, out=exps)
+        np.sum(exps, axis=axis, keepdims=True, out=stat)
+        np.divide(exps, stat, out=out)
+        return out
+
+    return run
+
+
+def _layernorm(p: dict, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> Callable[[], object]:
+    """Layer norm over the last axis, two-pass as the workload is (mean, mean of squared
+    deviations, ``(x - mean) / sqrt(var + eps) * gamma + beta``), in preallocated buffers."""
+    eps = x.dtype.type(p.get("eps", 1e-5))
+    stat = np.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+    centered = np.empty_like(x)
+    out = np.empty_like(x)
+
+    def run():
+        np.mean(x, axis=-1, keepdims=True, out=stat)
+        np.subtract(x, stat, out=centered)
+        np.multiply(centered, centered, out=out)
+        np.mean(out, axis=-1, keepdims=True, out=stat)
+        np.add(stat, eps, out=stat)
+        np.sqrt(stat, out=stat)
+        np.divide(centered, stat, out=centered)
+        np.multiply(centered, gamma, out=centered)
+        np.add(centered, beta, out=out)
+        return out
+
+    return run
+
+
 _NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d,
-                      "mlp": _mlp, "attention": _attention}
+                      "mlp": _mlp, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm}
 
 
 def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
@@ -271,7 +313,8 @@ def has_numpy_anchor(task) -> bool:
 def numpy_workspace_bytes(task) -> int:
     """About how many bytes ``numpy_equivalent(task)`` and its runs hold (0 without an anchor):
     the inputs and the output, for mlp and attention their buffers (two (M, H) hidden
-    arrays; the (heads, seq, seq) scores, a row statistic and the causal mask), and for
+    arrays; the (heads, seq, seq) scores, a row statistic and the causal mask), for softmax
+    and layernorm one more array like the input and a row statistic, and for
     conv2d the im2col columns, the padded input and the copies of the output the layout
     change makes."""
     if not has_numpy_anchor(task):
@@ -288,6 +331,9 @@ def numpy_workspace_bytes(task) -> int:
     if task.workload_name == "attention":
         heads, seq, _ = wl.inputs[0].shape
         return inputs + outputs + (heads * seq * seq + heads * seq) * itemsize + seq * seq
+    if task.workload_name in ("softmax", "layernorm"):  # one more array like the input, a row statistic
+        rows = math.prod(wl.inputs[0].shape) // wl.inputs[0].shape[-1]
+        return inputs + outputs + tensor_nbytes(wl.inputs[0]) + rows * itemsize
     if task.workload_name != "conv2d":
         return inputs + outputs
     data, kernel = wl.inputs[0], wl.inputs[1]

@@ -87,6 +87,11 @@ class Dialect:
     def loop_pragmas(self, loop: For) -> list[str]:
         return []
 
+    def reduction_pragma(self, op: str, accumulator: str) -> str | None:
+        """The pragma that lets the compiler vectorize a loop folding ``op`` (add, mul, min,
+        max) into the scalar ``accumulator``, or None to print the loop as it is."""
+        return None
+
     def loop_header(self, loop: For, var: str, extent: str,
                     index_type: str = "int32_t") -> tuple[str, str | None] | None:
         """For a loop that is not a ``for`` (a thread index): the line declaring ``var`` (of C
@@ -104,6 +109,14 @@ class Dialect:
 
     def barrier(self) -> str:
         raise NotImplementedError("barriers exist only on GPU targets")
+
+
+@dataclass(frozen=True, eq=False)
+class _ScalarAssign(Stmt):
+    """``var = value;`` for a C local the printer declared (a reduction's accumulator)."""
+
+    var: Var
+    value: Expr
 
 
 def _literal(c: Const, types: dict) -> str:
@@ -306,6 +319,9 @@ class CSourcePrinter:
 
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, For):
+            folded = ir.folded_reduction(s)
+            if folded is not None and self._accumulated_for(s, *folded):
+                return
             self._for(s)
         elif isinstance(s, ir.Seq):
             for x in s.stmts:
@@ -324,6 +340,8 @@ class CSourcePrinter:
             self.emit("}")
         elif isinstance(s, Barrier):
             self.emit(self.dialect.barrier())
+        elif isinstance(s, _ScalarAssign):
+            self.emit(f"{self.names(s.var)} = {self.expr(s.value)};")
         else:
             raise NotImplementedError(f"no C code for {type(s).__name__}")
 
@@ -370,6 +388,25 @@ class CSourcePrinter:
             self.bounds.pop(loop.var, None)
         else:
             self.bounds[loop.var] = saved
+
+    def _accumulated_for(self, loop: For, store: BufferStore, combine: Binary, other: Expr) -> bool:
+        """Print a loop folding ``other`` into one element as a scalar accumulator loop the
+        compiler may vectorize (False, printing nothing, when the dialect has no pragma)."""
+        acc = Var(f"{store.buffer.name}_acc", store.buffer.dtype)
+        pragma = self.dialect.reduction_pragma(combine.op, self.names(acc))
+        if pragma is None:
+            return False
+        target = f"{self.buffer_name(store.buffer)}[{self.flat_index(store.buffer, store.indices)}]"
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"{self.ctype(store.buffer.dtype)} {self.names(acc)} = {target};")
+        folded = For(loop.var, loop.extent, ir.SERIAL, _ScalarAssign(acc, Binary(combine.op, acc, other, combine.dtype)))
+        self.emit(pragma)
+        self._for(folded)
+        self.emit(f"{target} = {self.names(acc)};")
+        self.depth -= 1
+        self.emit("}")
+        return True
 
     def _allocate(self, s: Allocate) -> None:
         name = self.buffer_name(s.buffer)

@@ -43,9 +43,22 @@ def cflags(isa_flags: tuple[str, ...] = ("-march=native",), openmp: bool = True)
             "-fwrapv", "-std=gnu11", "-shared", "-fPIC")
 
 
+#: Linked into every kernel: libm, whose linker script brings glibc's libmvec when a vector variant is called.
+LIBRARIES = ("-lm",)
 #: The flags of plain ``cpu`` (this machine's ISA).
 CFLAGS = cflags()
-PREAMBLE = """#include <math.h>
+#: glibc declares the vector variants of its math functions (libmvec: ``expf`` on 16
+#: lanes and the like) only under ``__FAST_MATH__``, which ``-fno-finite-math-only``
+#: leaves undefined; without them every vectorized loop calling ``expf`` calls it one
+#: lane at a time. The macro is defined around ``math.h`` alone, where it changes nothing else.
+PREAMBLE = """#if defined(__x86_64__) && !defined(__FAST_MATH__)
+#define __FAST_MATH__ 1
+#define AT_VECTOR_MATH_DECLARED 1
+#endif
+#include <math.h>
+#ifdef AT_VECTOR_MATH_DECLARED
+#undef __FAST_MATH__
+#endif
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,6 +73,10 @@ class CPUDialect(Dialect):
     """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma, 64-bit indices."""
 
     wide_index: bool = True
+
+    def reduction_pragma(self, op: str, accumulator: str) -> str | None:
+        clause = {"add": "+", "mul": "*", "min": "min", "max": "max"}[op]
+        return f"#pragma omp simd reduction({clause}:{accumulator})"
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind == ir.PARALLEL:
@@ -192,7 +209,8 @@ def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float 
     gcc runs with ``process.run_group``: on a timeout (``BuildTimeout``), an interrupt, or
     the death of the calling thread, gcc and every process it started are killed."""
     # -march=native makes the binary CPU-specific: the CPU model is part of the key.
-    key = hashlib.sha256("\0".join((compiler_version(), cpu_model(), *flags, source)).encode()).hexdigest()[:32]
+    parts = (compiler_version(), cpu_model(), *flags, *LIBRARIES, source)
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
     target = cache_dir() / f"k_{key}.so"
     if target.exists():
         return target
@@ -201,7 +219,7 @@ def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float 
         src.write_text(source)
         out = Path(tmp) / "kernel.so"
         try:  # in a process group of its own: a timeout stops cc1, as and ld too, not only the driver
-            proc = run_group([CC, *flags, str(src), "-o", str(out)], timeout=timeout)
+            proc = run_group([CC, *flags, str(src), "-o", str(out), *LIBRARIES], timeout=timeout)
         except subprocess.TimeoutExpired:
             raise BuildTimeout(f"gcc timed out after {timeout} s (it and the processes it started were killed)") \
                 from None

@@ -18,6 +18,7 @@ prints both ratios and how far apart they are; the goal is within 5 %.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -43,12 +44,24 @@ ANCHOR = re.compile(r"^anchor: +NumPy ([0-9.e+]+) GFLOP/s", re.M)
 OPS = ("matmul", "dense")
 
 
-def tune(op: str, shape: tuple[int, int, int], trials: int, seed: int, final: int, db: Path,
+def cli_options(params: dict) -> list[str]:
+    """The command line's options for workload ``params`` (``M=1024`` -> ``-M 1024``,
+    ``shape=[8, 16]`` -> ``--shape 8,16``, ``causal=True`` -> ``--causal``)."""
+    out = []
+    for name, value in params.items():
+        flag = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"
+        if value is True:
+            out.append(flag)
+        elif value is not False:
+            out += [flag, ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)]
+    return out
+
+
+def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path,
          env: dict) -> tuple[float, float, float, float]:
     """Run the command line; (the ratio it printed, its GFLOP/s for the best and for NumPy,
     its wall time in seconds)."""
-    m, n, k = shape
-    cmd = [sys.executable, "-m", "autotune.cli", op, "-M", str(m), "-N", str(n), "-K", str(k),
+    cmd = [sys.executable, "-m", "autotune.cli", op, *cli_options(params),
            "--trials", str(trials), "--seed", str(seed), "--final", str(final), "--db", str(db), "--no-progress"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
@@ -66,7 +79,7 @@ def tune(op: str, shape: tuple[int, int, int], trials: int, seed: int, final: in
     return found[-1], float(best.group(1)), float(numpy_gflops.group(1)), wall
 
 
-def retime(op: str, shape: tuple[int, int, int], db: Path, rounds: int = 5, min_repeats: int = 15,
+def retime(op: str, params: dict, db: Path, rounds: int = 5, min_repeats: int = 15,
            min_time: float = 0.3) -> tuple[float, float, float, float, float]:
     """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio, slowest and fastest
     round of the kernel), medians of ``rounds`` rounds timed alternately, each round's
@@ -83,8 +96,6 @@ def retime(op: str, shape: tuple[int, int, int], db: Path, rounds: int = 5, min_
 
     from autotune.verify import mismatch, reduction_length
 
-    m, n, k = shape
-    params = dict(M=m, N=n, K=k, **(dict(bias=True, relu=True) if op == "dense" else {}))  # the CLI's defaults
     task = autotune.Task(op, params, target="cpu")
     with tuning_db.Database(db, create=False) as opened:
         kernel = autotune.build(task, db=opened)
@@ -121,18 +132,32 @@ def retime(op: str, shape: tuple[int, int, int], db: Path, rounds: int = 5, min_
             task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)
 
 
+def retime_in_fresh_process(op: str, params: dict, db: Path, env: dict) -> tuple[float, ...]:
+    """``retime`` in a new process, as a user who opens the database later would."""
+    proc = subprocess.run([sys.executable, __file__, "--op", op, "--params", json.dumps(params), "--retime", str(db)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"re-timing {op} {params} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return tuple(map(float, proc.stdout.split()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--op", choices=OPS, default="matmul")
+    parser.add_argument("--op", default="matmul", help=f"{' or '.join(OPS)} (the re-timing process: any op)")
     parser.add_argument("--shape", type=int, nargs=3, default=(1024, 1024, 1024), metavar=("M", "N", "K"))
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--final", type=int, default=5, help="--final of the command line (0: none)")
     parser.add_argument("--retime", type=Path, help=argparse.SUPPRESS)  # the fresh process's part
+    parser.add_argument("--params", help=argparse.SUPPRESS)  # its workload's params, as JSON
     args = parser.parse_args()
     shape = tuple(args.shape)
+    if args.retime is None and args.op not in OPS:
+        parser.error(f"--op must be one of {', '.join(OPS)}")
+    m, n, k = shape
+    params = dict(M=m, N=n, K=k, **(dict(bias=True, relu=True) if args.op == "dense" else {}))  # the CLI's defaults
     if args.retime is not None:
-        print(*retime(args.op, shape, args.retime))
+        print(*retime(args.op, json.loads(args.params) if args.params else params, args.retime))
         return
     reexec_without_blas_overrides()
     print(f"# {args.op} {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
@@ -149,13 +174,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             db = Path(tmp) / f"seed{seed}.db"
-            reported, cli_ours, cli_numpy, wall = tune(args.op, shape, args.trials, seed, args.final, db, env)
-            proc = subprocess.run([sys.executable, __file__, "--op", args.op, "--shape", *map(str, shape),
-                                   "--retime", str(db)],
-                                  capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                raise SystemExit(f"re-timing seed {seed} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-            ours, numpy_gflops, ratio, slowest, fastest = map(float, proc.stdout.split())
+            reported, cli_ours, cli_numpy, wall = tune(args.op, params, args.trials, seed, args.final, db, env)
+            ours, numpy_gflops, ratio, slowest, fastest = retime_in_fresh_process(args.op, params, db, env)
             gap = reported / ratio - 1.0
             gaps.append(abs(gap))
             print(f"| {seed} | {cli_ours:.1f} / {cli_numpy:.1f} | {reported:.3f}x | {ours:.1f} / {numpy_gflops:.1f} | "

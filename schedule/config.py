@@ -27,11 +27,26 @@ def _canonical(value):
 
 @dataclass(frozen=True)
 class Knob:
-    """One decision: ``name``, its ``candidates`` (JSON-able values) and what it means."""
+    """One decision: ``name``, its ``candidates`` (JSON-able values) and what it means.
+
+    ``default``: for a knob added to a space after configs were stored, the candidate a
+    stored config without it means (it then fits, decodes and replays as before: the
+    database identifies measured points by their stored JSON); None otherwise."""
 
     name: str
     candidates: tuple
     doc: str = ""
+    default: Any = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+    def value_in(self, config: "Config"):
+        """This knob's value in ``config`` (its default when a stored config predates it)."""
+        if self.name in config.values or self.required:
+            return config.values[self.name]
+        return self.default
 
     def index(self, value) -> int:
         try:
@@ -165,7 +180,7 @@ class KnobSet:
         if not choices:
             return config
         knob = rng.choice(choices)
-        current = knob.index(config.values[knob.name])
+        current = knob.index(knob.value_in(config))
         if local > 0.0 and rng.random() < local:
             new = rng.choice(knob.neighbors(current))
         else:
@@ -176,18 +191,18 @@ class KnobSet:
 
     def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
         """Each decision from one parent or the other, uniformly."""
-        return Config(self.sketch, {k.name: (a if rng.random() < 0.5 else b).values[k.name] for k in self.knobs})
+        return Config(self.sketch, {k.name: k.value_in(a if rng.random() < 0.5 else b) for k in self.knobs})
 
     def check(self, config: Config) -> None:
         if config.sketch != self.sketch:
             raise ConfigError(f"config of sketch {config.sketch!r} used with sketch {self.sketch!r}")
         names = {k.name for k in self.knobs}
-        if set(config.values) != names:
-            missing = sorted(names - set(config.values))
-            extra = sorted(set(config.values) - names)
+        missing = sorted(k.name for k in self.knobs if k.required and k.name not in config.values)
+        extra = sorted(set(config.values) - names)
+        if missing or extra:
             raise ConfigError(f"config does not fit sketch {self.sketch!r}: missing {missing}, unknown {extra}")
         for k in self.knobs:
-            k.index(config.values[k.name])
+            k.index(k.value_in(config))
 
     def enumerate(self):
         """Every config in a fixed order (for grid search)."""

@@ -167,11 +167,20 @@ class MultiLevelDecisions(StageDecisions):
 @dataclass(frozen=True)
 class SimpleDecisions(StageDecisions):
     """CPU simple stage: inner tile per spatial axis, outer loops run in parallel, and for
-    a reduction where its loops go (``order``; None for an element-wise stage)."""
+    a reduction where its loops go (``order``; None for an element-wise stage).
+
+    ``attach`` (stages with a host, else None): 0 computes the stage on its own; n > 0
+    computes it inside the host's outer loop over the host's n-th axis, for the region
+    that loop's iteration needs (its own tiles and parallel loops then do not apply)."""
 
     tiles: tuple[TileDecision, ...]
     parallel: int
     order: str | None
+    attach: int | None = None
+
+    @property
+    def attached(self) -> bool:
+        return bool(self.attach)
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,7 @@ class _Field:
     over: str = _ONE
     scalar: bool = False
     optional: bool = False
+    default: Any = None  # a knob added later: what a stored config without it means (``Knob.default``)
 
     def names(self, stage: str, op) -> list[tuple[str, str | None]]:
         """(knob name, axis name or None) of each knob of this field, in order."""
@@ -313,7 +323,7 @@ class StageCodec:
             per_knob = [cands] if f.over == _ONE else list(cands)
             if len(per_knob) != len(names):
                 raise ValueError(f"{stage}.{f.key}: {len(per_knob)} candidate lists for {len(names)} axes")
-            knobs.extend(Knob(name, tuple(c), f.doc) for (name, _), c in zip(names, per_knob))
+            knobs.extend(Knob(name, tuple(c), f.doc, f.default) for (name, _), c in zip(names, per_knob))
         return knobs
 
     def bind(self, stage: str, op) -> "StageLayout":
@@ -361,6 +371,8 @@ CPU_SIMPLE = StageCodec(SimpleDecisions, (
     _Field("parallel", "parallel", "outer loops fused into the parallel loop"),
     _Field("order", "order", "reduction loops inside the spatial tile, or outside it (then the tile vectorizes)",
            optional=True),
+    _Field("attach", "attach", "0: computed on its own; n: computed inside the host's outer loop over its "
+                               "n-th axis, for what one iteration of that loop reads", optional=True, default=0),
 ))
 GPU_MULTI_LEVEL = StageCodec(GPUMultiLevelDecisions, (
     _Field("tiles", "tile", "(vthread, threads, S3, S4) of this spatial axis; blocks cover the rest", _AXIS),

@@ -202,6 +202,8 @@ def _how(s: For, trips: int | None, gpu: bool, outer: list[LoopNote],
         return "unrolled", ""
     if s.kind == ir.UNROLLED:
         return "serial", "unroll asked, trip count unknown: not unrolled"
+    if not gpu and ir.folded_reduction(s) is not None:
+        return "vector", "reduction into a scalar"
     if s.kind == ir.VECTORIZED:
         return ("serial", "vectorize has no pragma on cuda") if gpu else ("vector", "")
     if s.kind != ir.PARALLEL:

@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from te.expr import Const, Expr, Var
+from te.expr import Binary, Const, Expr, Var, post_order, structural_equal
 
 SERIAL = "serial"
 PARALLEL = "parallel"
@@ -234,3 +234,39 @@ class LoweredFunc:
         from .printer import func_to_str
 
         return func_to_str(self)
+
+
+#: Combiners a scalar accumulator loop folds with.
+FOLDABLE = ("add", "mul", "min", "max")
+
+
+def folded_reduction(loop: For) -> tuple[BufferStore, Binary, Expr] | None:
+    """(store, combiner, folded value) when ``loop`` is a serial or vectorized loop whose
+    whole body folds one value per iteration into one element that does not move with the
+    loop (``buf[i] = buf[i] + f(k)``, ``max``, ``min``, ``*``), else None.
+
+    A CPU backend prints such a loop over a scalar accumulator the compiler may vectorize
+    (a reduction innermost: softmax's max and sum, a dot product), and the loop
+    description calls it a vector loop."""
+    if loop.kind not in (SERIAL, VECTORIZED):
+        return None
+    store = loop.body
+    if isinstance(store, Seq) and len(store.stmts) == 1:
+        store = store.stmts[0]
+    if not isinstance(store, BufferStore) or not isinstance(store.value, Binary) or store.value.op not in FOLDABLE:
+        return None
+    if store.buffer.dtype not in ("float32", "float64", "int32", "int64"):
+        return None
+    if any(n is loop.var for idx in store.indices for n in post_order(idx)):
+        return None
+    combine = store.value
+
+    def is_target(e: Expr) -> bool:
+        return (isinstance(e, BufferLoad) and e.buffer is store.buffer and len(e.indices) == len(store.indices)
+                and all(structural_equal(a, b) for a, b in zip(e.indices, store.indices)))
+
+    for mine, other in ((combine.a, combine.b), (combine.b, combine.a)):
+        if is_target(mine) and not any(isinstance(n, BufferLoad) and n.buffer is store.buffer
+                                       for n in post_order(other)):
+            return store, combine, other
+    return None

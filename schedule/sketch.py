@@ -13,6 +13,12 @@ Following Ansor, every compute stage gets one role, decided from the DAG alone:
     simple       everything else (element-wise outputs, reductions without reuse):
                  outer loops fused and parallel, inner spatial loop vectorized
 
+A simple stage that is not an output and whose results all flow into one simple
+element-wise stage (its *host*: softmax's max, exp and sum flow into the division,
+layernorm's two row sums into the normalisation) may instead be computed at one of the
+host's outer loops (Ansor's compute-location choice): the host's rows are then produced
+with their statistics in one pass, while the row is still in cache.
+
 The owner's loops are tiled in three levels per spatial axis, ``a`` (outer,
 parallel), ``b`` (cache block) and ``c`` (register tile); the multi_level stage is
 computed at the owner's last ``a`` or ``b`` loop and tiles its own region as
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import Call, TensorRead, Var, post_order
+from te.expr import Call, TensorRead, Var, post_order, substitute
 from te.tensor import ComputeOp, Tensor
 from te.dag import topological_order
 
@@ -40,6 +46,8 @@ class StagePlan:
     role: str
     owner: ComputeOp | None = None  # multi_level: the fused consumer (None: cache_write)
     produces: ComputeOp | None = None  # fused: the multi_level stage it owns
+    host: ComputeOp | None = None  # simple: the stage at whose loops it may be computed
+    readers: tuple = ()  # simple with a host: the stored stages that read it (maybe the host)
 
     @property
     def name(self) -> str:
@@ -77,7 +85,8 @@ def _has_data_reuse(op: ComputeOp, inline_ops: set) -> bool:
 
 
 def _reads_through_inline(body, inline_ops: set):
-    """Tensor reads of ``body``, looking through inlined producers (their reads count)."""
+    """Tensor reads of ``body``, looking through inlined producers: their reads count, with
+    the producer's axes replaced by the indices it is read at (as inlining substitutes)."""
     out = []
     stack = [body]
     while stack:
@@ -85,7 +94,8 @@ def _reads_through_inline(body, inline_ops: set):
         for n in post_order(e):
             if isinstance(n, TensorRead):
                 if n.tensor.op in inline_ops:
-                    stack.append(n.tensor.op.body)
+                    producer = n.tensor.op
+                    stack.append(substitute(producer.body, {iv.var: idx for iv, idx in zip(producer.axis, n.indices)}))
                 else:
                     out.append(n)
     return out
@@ -134,4 +144,25 @@ def derive_sketch(outputs: list[Tensor]) -> Sketch:
         if plan.op in owners.values():
             plan.role = FUSED
             plan.produces = next(p for p, o in owners.items() if o is plan.op)
+    _find_hosts(sketch, ops, inline_ops, out_ops)
     return sketch
+
+
+def _find_hosts(sketch: Sketch, ops: list, inline_ops: set, out_ops: set) -> None:
+    """Give each simple non-output stage the one simple element-wise stage all its results
+    flow into (through stored stages), when there is one."""
+    readers = {op: _effective_readers(op, ops, inline_ops) for op in ops if op not in inline_ops}
+    roles = {p.op: p.role for p in sketch.plans}
+
+    def sinks(op, seen=()) -> set:
+        if op in out_ops or not readers[op]:
+            return {op}
+        return set().union(*(sinks(r, seen + (op,)) for r in readers[op] if r not in seen))
+
+    for plan in sketch.plans:
+        if plan.role != SIMPLE or plan.op in out_ops or not readers.get(plan.op):
+            continue
+        (sink, *others) = sinks(plan.op) or {None}
+        if not others and sink is not None and roles[sink] == SIMPLE and not sink.is_reduction:
+            plan.host = sink
+            plan.readers = tuple(readers[plan.op])

@@ -185,7 +185,7 @@ class ConfigSpace(SearchSpace):
             if needed > self.registers.count:
                 return (f"{name}: register tile {'x'.join(str(t[2]) for t in tiles)} needs {needed} vector "
                         f"registers; the target has {self.registers.count}")
-        elif plan.role == SIMPLE:
+        elif plan.role == SIMPLE and not getattr(d, "attached", False):
             last = d.tiles[-1][0]
             if last * nbytes > MAX_VECTOR_BYTES * 4:
                 return f"{name}: inner loop of {last} elements is too long to vectorize well"
@@ -206,7 +206,8 @@ class ConfigSpace(SearchSpace):
         if plan.role == INLINE:
             return f"{plan.name}: inlined into its readers"
         kind = "reduction" if plan.op.is_reduction else "element-wise"
-        return f"{plan.name}: simple {kind} (parallel outer loops, vectorized inner loop)"
+        where = f"; or computed at an outer loop of {plan.host.name}" if plan.host is not None else ""
+        return f"{plan.name}: simple {kind} (parallel outer loops, vectorized inner loop{where})"
 
     # ------------------------------------------------------------ typed decisions
 
@@ -236,11 +237,12 @@ class ConfigSpace(SearchSpace):
     # ------------------------------------------------------------ validity and replay
 
     def problem(self, config: Config) -> str | None:
-        for plan, d in self._plan_decisions(config):
+        plan_decisions = self._plan_decisions(config)
+        for plan, d in plan_decisions:
             reason = self._plan_problem(plan, d) if d is not None else None
             if reason is not None:
                 return reason
-        return None
+        return _attach_problem(plan_decisions, self.names)
 
     def apply(self, config: Config) -> tuple[Schedule, list[Tensor]]:
         """A fresh schedule with ``config``'s decisions, and the argument list to build it with."""
@@ -252,9 +254,15 @@ class ConfigSpace(SearchSpace):
             if plan.role == INLINE:
                 s[plan.op].compute_inline()
         appliers = self._appliers()
+        host_loops: dict = {}  # stage -> what its applier returned: its loops by attach level
+        attached = []
         for plan, d in self._plan_decisions(config):
-            if plan.role in appliers:
-                appliers[plan.role](s, plan, d)
+            if _attach_level(d):
+                attached.append((plan, d))  # once its host's loops exist
+            elif plan.role in appliers:
+                host_loops[plan.op] = appliers[plan.role](s, plan, d)
+        for plan, d in attached:
+            _apply_attached(s, plan, host_loops[plan.host][d.attach - 1])
         return s, self.args
 
     def starting_points(self, rng) -> list[Config]:
@@ -291,9 +299,33 @@ class ConfigSpace(SearchSpace):
             return (f"{d.stage}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
                     f"{_describe_pack(d)}; computed at the "
                     f"{d.at}-level loop; {d.parallel} outer loop(s) fused in parallel; unroll budget {d.unroll}")
+        if d.attached:
+            return (f"{d.stage}: computed inside {plan.host.name}'s outer loop over its axis "
+                    f"{plan.host.axis[d.attach - 1].name}, for what one iteration reads")
         tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
         order = f"; reduction {d.order}" if d.order is not None else ""
         return f"{d.stage}: inner tiles {tiles}; {d.parallel} outer loop(s) in parallel{order}"
+
+
+def _attach_level(d: StageDecisions | None) -> int:
+    """The host loop a stage is computed at (0: on its own)."""
+    return getattr(d, "attach", None) or 0
+
+
+def _attach_problem(plan_decisions, names: dict) -> str | None:
+    """Why the stages computed at their host's loops cannot run there: every stage that
+    reads an attached stage must run inside the same loop (attached at it or deeper), or
+    the values it reads would not exist yet (None: they all can)."""
+    level = {plan.op: _attach_level(d) for plan, d in plan_decisions}
+    for plan, d in plan_decisions:
+        if not level[plan.op]:
+            continue
+        for reader in plan.readers:
+            if reader is not plan.host and level[reader] < level[plan.op]:
+                where = "on its own" if level[reader] == 0 else f"at the host's loop {level[reader]}"
+                return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but its "
+                        f"reader {names[reader]} is computed {where}, outside that loop")
+    return None
 
 
 def _describe_pack(d: MultiLevelDecisions) -> str:
@@ -332,7 +364,8 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
         return CPU_SIMPLE.knobs(
             name, op,
             tiles=[factor_candidates(iv.extent, 4 * lanes if n == last else 64) for n, iv in enumerate(op.axis)],
-            parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None)
+            parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None,
+            attach=tuple(range(len(plan.host.axis) + 1)) if plan.host is not None else None)
     return []
 
 
@@ -464,7 +497,7 @@ def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time
     stage.vectorize(inner)
 
 
-def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> None:
+def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> list:
     stage = s[plan.op]
     op = stage.op
     outer, inner = [], []
@@ -480,4 +513,16 @@ def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> None:
     if not op.is_reduction or not reduce_inner:
         if d.tiles[-1][0] > 1:
             stage.vectorize(inner[-1])
-    _parallel_outer(stage, outer, d.parallel)
+    after = _parallel_outer(stage, outer, d.parallel)
+    # the loop over each axis's outer tile, where a stage attached at that level goes
+    return [after[0]] * d.parallel + after[1:]
+
+
+def _apply_attached(s: Schedule, plan: StagePlan, loop) -> None:
+    """Compute ``plan``'s stage inside its host's ``loop``: its loops cover what one
+    iteration reads; an element-wise stage vectorizes its last axis, and a reduction keeps
+    its reduction innermost, which the backend folds into a vector accumulator."""
+    stage = s[plan.op]
+    stage.compute_at(s[plan.host], loop)
+    if not plan.op.is_reduction and plan.op.axis[-1].extent > 1:
+        stage.vectorize(plan.op.axis[-1])

@@ -53,7 +53,7 @@ def starting_points(space, rng: random.Random) -> list[Config]:
     them. Empty when the space has no multi-level stage or none of the shapes is valid."""
     plans = [(p, layout) for p, layout in space._layouts if p.role == MULTI_LEVEL and layout is not None]
     if not plans:
-        return []
+        return _fused_row_points(space, rng)
     shapes = [list(_shapes(space, p, layout)) for p, layout in plans]
     out: dict[str, Config] = {}
     for combo in itertools.islice(zip(*shapes), LIMIT * 4):
@@ -72,6 +72,50 @@ def starting_points(space, rng: random.Random) -> list[Config]:
         if len(out) >= LIMIT:
             break
     return list(out.values())
+
+
+#: Rows of the host one iteration of its parallel loop produces, when its statistics are
+#: computed per row (a row of 4096 floats is 16 KiB: a few rows stay in L1/L2).
+FUSED_ROWS = (1, 2, 4, 8)
+
+
+def _fused_row_points(space, rng: random.Random) -> list[Config]:
+    """Configs that compute every stage with a host inside the host's loop over its rows
+    (all axes but the last): one pass per block of rows, statistics and output together,
+    the rows in parallel and the last axis vectorized. Empty without such stages."""
+    attachable = [(p, layout) for p, layout in space._layouts if p.host is not None and layout is not None]
+    hosts = {p.host for p, _ in attachable}
+    if not attachable:
+        return []
+    out: dict[str, Config] = {}
+    for rows in FUSED_ROWS:
+        try:
+            decisions = space.decisions(space.sample(rng))
+        except ConfigError:
+            break
+        for plan, layout in space._layouts:
+            if plan.op in hosts and layout is not None:
+                decisions = decisions.replace(_rows_in_parallel(space, plan, layout, decisions[layout.stage], rows))
+            elif plan.host is not None and layout is not None:
+                level = max(1, len(plan.host.axis) - 1)
+                decisions = decisions.replace(dataclasses.replace(decisions[layout.stage], attach=level))
+        config = decisions.to_config()
+        if space.check(config) is None:
+            out.setdefault(config.hash, config)
+    return list(out.values())
+
+
+def _rows_in_parallel(space, plan, layout, d, rows: int):
+    """A host's decisions: ``rows`` rows per tile of its second-last axis, all its outer
+    row loops fused in parallel, the last axis split at the widest vector it offers."""
+    cands = _candidates(space, layout)["tiles"]
+    axes = [iv.name for iv in plan.op.axis]
+    lanes = max(1, space.registers.vector_bytes // dtypes.nbytes(plan.op.output(0).dtype))
+    sizes = {a: (1,) for a in axes}
+    sizes[axes[-1]] = (_largest(sorted(cands[axes[-1]]), 4 * lanes) or 1,)
+    if len(axes) > 1:
+        sizes[axes[-2]] = (_largest(sorted(cands[axes[-2]]), rows) or 1,)
+    return dataclasses.replace(d.with_tiles(**sizes), parallel=max(1, len(axes) - 1))
 
 
 def _candidates(space, layout) -> dict:

@@ -74,7 +74,7 @@ def test_numpy_anchor_computes_the_workload(name, params):
 
 
 @pytest.mark.parametrize("name, params", [
-    ("softmax", dict(shape=[4, 8])), ("pool2d", dict(N=1, C=2, H=4, W=4, kernel=2)),
+    ("softmax", dict(shape=[4, 8], dtype="float16")), ("pool2d", dict(N=1, C=2, H=4, W=4, kernel=2)),
     ("matmul", dict(M=4, N=4, K=4, dtype="int8")),
 ])
 def test_no_anchor_without_a_fair_numpy_equivalent(name, params, capsys):

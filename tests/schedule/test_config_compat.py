@@ -155,10 +155,13 @@ def test_knob_names_and_value_formats_are_the_stored_ones():
     assert [k.name for k in cpu.knobs.knobs] == ["C.tile.i", "C.tile.j", "C.rtile.k", "C.at", "C.parallel",
                                                  "C.unroll", "C.pack"]
     soft = _space("softmax", dict(shape=[8, 48]), "cpu")
+    # attach came later: stored configs without it fit (its default, 0: computed on its own)
     assert [k.name for k in soft.knobs.knobs if k.name.startswith("softmax_max.")] == [
-        "softmax_max.tile.i0", "softmax_max.parallel", "softmax_max.order"]
+        "softmax_max.tile.i0", "softmax_max.parallel", "softmax_max.order", "softmax_max.attach"]
     assert [k.name for k in soft.knobs.knobs if k.name.startswith("softmax_exp.")] == [
-        "softmax_exp.tile.i0", "softmax_exp.tile.i1", "softmax_exp.parallel"]
+        "softmax_exp.tile.i0", "softmax_exp.tile.i1", "softmax_exp.parallel", "softmax_exp.attach"]
+    assert [k.default for k in soft.knobs.knobs if k.name.endswith(".attach")] == [0, 0, 0]
+    assert all(k.required for k in soft.knobs.knobs if not k.name.endswith(".attach"))
     gpu = _space("softmax", dict(shape=[8, 48]), "cuda")
     assert all(k.name.endswith(".threads") for k in gpu.knobs.knobs)
     # CPU reduce tiles and simple tiles are plain numbers; multi-level tiles are lists.

@@ -232,8 +232,12 @@ def test_each_block_tunes_end_to_end_with_verified_trials(name):
     ("mlp", dict(M=3, D=4, H=2, dtype="float64")),
     ("attention", dict(heads=2, seq=7, dim=4)),
     ("attention", dict(heads=3, seq=5, dim=8, causal=True, dtype="float64")),
+    ("layernorm", dict(M=5, N=37)),
+    ("layernorm", dict(M=3, N=8, eps=0.5, dtype="float64")),
+    ("softmax", dict(shape=[5, 37])),
+    ("softmax", dict(shape=[3, 4, 6], axis=1, dtype="float64")),
 ])
-def test_the_numpy_anchor_of_mlp_and_attention_computes_the_workload_every_run(name, params):
+def test_the_numpy_anchor_of_a_block_computes_the_workload_every_run(name, params):
     """The anchor reuses its buffers in place: a second run must give the same values."""
     from autotune import anchor
 
@@ -257,9 +261,16 @@ def test_the_anchor_workspace_counts_the_hidden_and_score_buffers():
     assert anchor.numpy_workspace_bytes(att) == (arrays + 2 * 7 * 7 + 2 * 7) * 4 + 7 * 7
 
 
-@pytest.mark.parametrize("name", ["layernorm", "conv2d_bn_relu"])
-def test_layernorm_and_conv2d_bn_relu_have_no_anchor(name):
+def test_the_anchor_workspace_of_softmax_and_layernorm_counts_the_second_array_and_the_row_statistic():
     from autotune import anchor
 
-    params = {"layernorm": dict(M=2, N=3), "conv2d_bn_relu": SMALL_BLOCKS["conv2d_bn_relu"]}[name]
-    assert not anchor.has_numpy_anchor(autotune.Task(name, params))
+    softmax = autotune.Task("softmax", dict(shape=[5, 6]))
+    assert anchor.numpy_workspace_bytes(softmax) == (3 * 5 * 6 + 5) * 4
+    layernorm = autotune.Task("layernorm", dict(M=5, N=6))
+    assert anchor.numpy_workspace_bytes(layernorm) == (3 * 5 * 6 + 2 * 6 + 5) * 4
+
+
+def test_conv2d_bn_relu_has_no_anchor():
+    from autotune import anchor
+
+    assert not anchor.has_numpy_anchor(autotune.Task("conv2d_bn_relu", SMALL_BLOCKS["conv2d_bn_relu"]))

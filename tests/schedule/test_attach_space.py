@@ -1,0 +1,117 @@
+"""Stages computed at their host's loops: the sketch's hosts, the ``attach`` knob, its
+validity rule, the starting points that fuse rows, and sampled configs against NumPy."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+import te
+from schedule import ir
+from schedule.explain import explain
+from schedule.sketch import MULTI_LEVEL, SIMPLE, derive_sketch
+from schedule.space import ConfigSpace
+from sched_helpers import check
+
+
+def plans(wl) -> dict:
+    return {p.name: p for p in derive_sketch(wl.outputs).plans}
+
+
+def test_softmax_statistics_have_the_division_as_host():
+    wl = te.create_workload("softmax", shape=[8, 16])
+    by_name = plans(wl)
+    for name in ("softmax_max", "softmax_exp", "softmax_sum"):
+        assert by_name[name].role == SIMPLE and by_name[name].host.name == "softmax"
+    assert by_name["softmax"].host is None  # the output itself
+    assert {r.name for r in by_name["softmax_exp"].readers} == {"softmax_sum", "softmax"}
+    knobs = {k.name: k.candidates for k in ConfigSpace.from_workload(wl).knobs.knobs}
+    assert knobs["softmax_max.attach"] == (0, 1, 2)
+    assert "softmax.attach" not in knobs
+
+
+def test_reads_through_an_inlined_stage_use_the_readers_indices():
+    """layernorm's squared deviations read the mean (inlined) at the row they reduce: no
+    read ignores the row axis, so there is no reuse to tile for: a simple stage."""
+    by_name = plans(te.create_workload("layernorm", M=8, N=16))
+    assert by_name["layernorm_sqdev"].role == SIMPLE
+    assert by_name["layernorm_sqdev"].host.name == "layernorm"
+    assert by_name["layernorm_sum"].host.name == "layernorm"
+
+
+def test_a_softmax_feeding_a_matmul_has_no_host():
+    by_name = plans(te.create_workload("attention", heads=2, seq=16, dim=8))
+    assert by_name["attention"].role == MULTI_LEVEL
+    assert by_name["softmax_max"].role == SIMPLE  # was tiled for reuse through the inlined logits
+    assert all(by_name[n].host is None for n in ("softmax_max", "softmax_exp", "softmax_sum"))
+
+
+def _attached(space, config, levels: dict):
+    d = space.decisions(config)
+    for stage, level in levels.items():
+        d = d.replace(dataclasses.replace(d[stage], attach=level))
+    return space.encode(d)
+
+
+def test_a_reader_left_outside_the_loop_makes_the_config_invalid():
+    wl = te.create_workload("softmax", shape=[8, 16])
+    space = ConfigSpace.from_workload(wl)
+    base = space.sample(random.Random(0))
+    bad = _attached(space, base, {"softmax_max": 1, "softmax_exp": 0, "softmax_sum": 0})
+    reason = space.check(bad)
+    assert reason is not None and "softmax_exp" in reason and "outside that loop" in reason
+    deeper = _attached(space, base, {"softmax_max": 1, "softmax_exp": 2, "softmax_sum": 1})
+    assert "softmax_exp" in space.check(deeper)  # the sum reads the exp at the outer loop
+    good = _attached(space, base, {"softmax_max": 1, "softmax_exp": 1, "softmax_sum": 1})
+    assert space.check(good) is None
+
+
+@pytest.mark.parametrize("name, params", [
+    ("softmax", dict(shape=[37, 301])),
+    ("softmax", dict(shape=[6, 9, 20], axis=1)),
+    ("softmax", dict(shape=[33, 40], axis=0)),
+    ("layernorm", dict(M=29, N=203)),
+    ("pool2d", dict(N=1, C=5, H=9, W=9, kernel=3, stride=2, padding=1, pool_type="avg")),
+])
+def test_sampled_configs_with_attached_stages_match_numpy(name, params):
+    wl = te.create_workload(name, **params)
+    space = ConfigSpace.from_workload(wl)
+    rng = random.Random(1)
+    attached = 0
+    for _ in range(12):
+        config = space.sample(rng)
+        attached += sum(bool(getattr(d, "attach", 0)) for d in space.decisions(config))
+        s, _ = space.apply(config)
+        check(s, wl)
+    assert attached > 0
+
+
+def test_softmax_starting_points_compute_the_rows_statistics_inside_the_parallel_row_loop():
+    wl = te.create_workload("softmax", shape=[64, 300])
+    space = ConfigSpace.from_workload(wl)
+    points = space.starting_points(random.Random(0))
+    assert points
+    for config in points:
+        d = space.decisions(config)
+        assert all(d[n].attach == 1 for n in ("softmax_max", "softmax_exp", "softmax_sum"))
+        assert "computed inside softmax's outer loop" in space.describe_config(config)
+        s, _ = space.apply(config)
+        module = check(s, wl)
+        parallel = [n for n in ir.walk(module.func.body) if isinstance(n, ir.For) and n.kind == ir.PARALLEL]
+        assert len(parallel) == 1
+        inside = {n.buffer.name: n.buffer for n in ir.walk(parallel[0].body) if isinstance(n, ir.Allocate)}
+        rows = d["softmax"].tiles[0][0]
+        assert inside["softmax_exp"].shape == (rows, 300)  # a block of rows, not the whole array
+        # intermediate memory: a block of rows per thread, far less than the 64x300 exp array
+        assert explain(module.func.body).peak_bytes <= rows * 302 * 4
+
+
+def test_an_attached_reduction_is_folded_and_an_attached_elementwise_stage_vectorized():
+    wl = te.create_workload("softmax", shape=[16, 256])
+    space = ConfigSpace.from_workload(wl)
+    config = space.starting_points(random.Random(0))[0]
+    s, _ = space.apply(config)
+    source = check(s, wl).source
+    assert "reduction(max:softmax_max_acc)" in source and "reduction(+:softmax_sum_acc)" in source
+    assert source.count("#pragma omp parallel for") == 1
