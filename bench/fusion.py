@@ -10,8 +10,9 @@ both with at least 15 cache-flushed repeats, arrays placed anew each round). Num
 version runs the workload's steps one after another, each a pass over its arrays, on
 preallocated buffers (``autotune.anchor``): its matmuls use OpenBLAS's threads, its
 element-wise steps one core. The table prints the command line's ratio, the re-timed one,
-the goal, and the stored best's peak intermediate memory (buffers live at once in one
-thread, times the threads) against the unfused intermediates the DAG declares.
+the goal, and the stored best's peak intermediate memory (the buffers it allocates live at
+once, intermediate stages and packed copies of inputs, a copy for each thread in a parallel
+loop) against the unfused intermediates the DAG declares.
 """
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ WORKLOADS = {
 
 
 def intermediate_memory(op: str, params: dict, db: Path) -> tuple[int, int]:
-    """(peak bytes of intermediate buffers the stored best holds at once in one thread, times
-    the threads the machine runs; bytes of every intermediate stage of the DAG stored whole)."""
+    """(peak bytes of the buffers the stored best allocates (intermediate stages and packed
+    copies of inputs) live at once with as many parallel iterations as the machine has
+    threads; bytes of every intermediate stage of the DAG stored whole)."""
     import autotune
     import tuning_db
     from autotune.dispatch import best_config
@@ -57,7 +59,11 @@ def intermediate_memory(op: str, params: dict, db: Path) -> tuple[int, int]:
                   for o in te.topological_order(task.workload.outputs)
                   if isinstance(o, ComputeOp) and o not in outputs)
     threads = len(os.sched_getaffinity(0))
-    return explain(func.body).peak_bytes * threads, unfused
+    return explain(func.body, threads=threads).peak_bytes_threads, unfused
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
 
 
 def main() -> None:
@@ -73,7 +79,7 @@ def main() -> None:
     env = quiet_threads_env(dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
     print("| workload | CLI ratio | re-timed GFLOP/s (ours / NumPy) | re-timed ratio | goal | "
-          "intermediate memory (peak x threads / unfused) | tuning wall |")
+          "intermediate memory (peak / unfused) | tuning wall |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
@@ -84,7 +90,7 @@ def main() -> None:
             peak, unfused = intermediate_memory(op, params, db)
             shape = " ".join(f"{k}={v}" for k, v in params.items())
             print(f"| {name} {shape} | {reported:.3f}x | {ours:.1f} / {numpy_gflops:.1f} | {ratio:.3f}x | "
-                  f"{goal}x {'met' if ratio >= goal else 'not met'} | {peak / 2**20:.2f} / {unfused / 2**20:.1f} MiB | "
+                  f"{goal}x {'met' if ratio >= goal else 'not met'} | {_size(peak)} / {_size(unfused)} | "
                   f"{wall:.0f} s |", flush=True)
 
 

@@ -142,6 +142,14 @@ class MultiLevelDecisions(StageDecisions):
     parallel: int
     unroll: int
     pack: str
+    attach: int | None = None
+
+    @property
+    def attached(self) -> bool:
+        """Computed inside its host's loop ``attach`` (a score block of attention inside the
+        loop over the output's rows): then ``at`` and ``parallel`` do not apply, and its
+        S1 R0 S2 R1 S3 tiling covers what one iteration of that loop reads."""
+        return bool(self.attach)
 
     @property
     def local_pack(self) -> str | None:
@@ -365,6 +373,8 @@ CPU_MULTI_LEVEL = StageCodec(MultiLevelDecisions, (
     _Field("pack", "pack", "input copied into a contiguous local tile at the outer reduction loop, "
                            "(panels:<input>) rewritten on every call into panels as wide as the register "
                            "tile, or (prepacked:<input>, constant weights) into those panels once, at build time"),
+    _Field("attach", "attach", "0: tiled on its own; n: computed inside the host's outer loop over its n-th "
+                               "axis, tiled over what one iteration of that loop reads", optional=True, default=0),
 ))
 CPU_SIMPLE = StageCodec(SimpleDecisions, (
     _Field("tiles", "tile", "inner split of this spatial axis (the last one is vectorized)", _AXIS, scalar=True),

@@ -113,22 +113,26 @@ class Explanation:
     in one thread (an allocation lives for its scope: a buffer allocated in a loop body is
     freed at the end of each iteration, so siblings reuse the memory); ``peak_bytes_all``:
     the same with every iteration of the parallel loops around an allocation running at
-    once (each holds its own copy)."""
+    once (each holds its own copy); ``peak_bytes_threads``: the same with ``threads``
+    iterations at once, as OpenMP runs them on that many threads."""
 
     loops: tuple[LoopNote, ...]
     parallel: tuple[LoopNote, ...]
     buffers: tuple[BufferNest, ...]
     peak_bytes: int = 0
     peak_bytes_all: int = 0
+    peak_bytes_threads: int = 0
+    threads: int = 1
 
 
 class _Collect(StmtVisitor):
     """One pre-order walk: loop names (as the IR printer gives them), the loop notes on the
     way down, each written buffer's deepest store, and where each buffer is allocated."""
 
-    def __init__(self, gpu: bool, pragmas: Pragmas | None):
+    def __init__(self, gpu: bool, pragmas: Pragmas | None, threads: int = 1):
         super().__init__()
         self.gpu = gpu
+        self.threads = threads
         self.pragmas = pragmas
         self.names = NameTable()
         self.notes: list[LoopNote] = []  # the enclosing loops' notes, outermost first
@@ -136,6 +140,7 @@ class _Collect(StmtVisitor):
         self.nests: dict[Buffer, tuple[LoopNote, ...]] = {}
         self.allocations: dict[Buffer, str | None] = {}
         self.live = self.live_all = self.peak = self.peak_all = 0  # bytes allocated, see Explanation
+        self.live_threads = self.peak_threads = 0
 
     def visit_For(self, s: For) -> None:
         note = self._note(s)
@@ -157,14 +162,18 @@ class _Collect(StmtVisitor):
         self.allocations[s.buffer] = self.notes[-1].name if self.notes else None
         size = s.buffer.size * dtypes.nbytes(s.buffer.dtype)
         copies = _prod(n.trips or 1 for n in self.notes if n.how == "parallel")
+        at_once = min(copies, self.threads)
         self.live += size
         self.live_all += size * copies
+        self.live_threads += size * at_once
         self.peak, self.peak_all = max(self.peak, self.live), max(self.peak_all, self.live_all)
+        self.peak_threads = max(self.peak_threads, self.live_threads)
         try:
             super().visit_Allocate(s)
         finally:
             self.live -= size
             self.live_all -= size * copies
+            self.live_threads -= size * at_once
 
     def visit_BufferStore(self, s: BufferStore) -> None:
         loops = tuple(_with_dtype(n, s.buffer.dtype) for n in self.notes)
@@ -176,7 +185,7 @@ class _Collect(StmtVisitor):
         buffers = tuple(BufferNest(b, loops, b in self.allocations, self.allocations.get(b))
                         for b, loops in self.nests.items())
         return Explanation(tuple(self.all), tuple(n for n in self.all if n.how == "parallel"), buffers,
-                           self.peak, self.peak_all)
+                           self.peak, self.peak_all, self.peak_threads, self.threads)
 
 
 def _with_dtype(note: LoopNote, dtype: str) -> LoopNote:
@@ -218,11 +227,12 @@ def _how(s: For, trips: int | None, gpu: bool, outer: list[LoopNote],
     return "parallel", ""
 
 
-def explain(body: Stmt, gpu: bool = False, pragmas: Pragmas | None = None) -> Explanation:
+def explain(body: Stmt, gpu: bool = False, pragmas: Pragmas | None = None, threads: int = 1) -> Explanation:
     """How the generated code runs each loop of ``body`` and which loops write each buffer,
     by the CPU dialect's rules (``gpu``: the CUDA dialect's); ``pragmas``: the loop pragmas of
-    the CPU dialect that prints it, when it may differ from ``backends.cpu``'s."""
-    walk = _Collect(gpu, pragmas)
+    the CPU dialect that prints it, when it may differ from ``backends.cpu``'s; ``threads``:
+    the threads ``peak_bytes_threads`` counts."""
+    walk = _Collect(gpu, pragmas, threads)
     walk.visit(body)
     return walk.result()
 

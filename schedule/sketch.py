@@ -17,7 +17,12 @@ A simple stage that is not an output and whose results all flow into one simple
 element-wise stage (its *host*: softmax's max, exp and sum flow into the division,
 layernorm's two row sums into the normalisation) may instead be computed at one of the
 host's outer loops (Ansor's compute-location choice): the host's rows are then produced
-with their statistics in one pass, while the row is still in cache.
+with their statistics in one pass, while the row is still in cache. A multi-level stage
+that tiles on its own (no fused owner) hosts the same way at its outer ``a`` loops, and
+such a stage can itself be computed at a host's loop: attention's scores, their softmax
+statistics and exponentials computed per block of query rows inside the loop of the
+product with V, so the score matrix never exists in full (FlashAttention's blocking,
+without the online rescaling: a block holds its rows' scores over every key).
 
 The owner's loops are tiled in three levels per spatial axis, ``a`` (outer,
 parallel), ``b`` (cache block) and ``c`` (register tile); the multi_level stage is
@@ -46,8 +51,8 @@ class StagePlan:
     role: str
     owner: ComputeOp | None = None  # multi_level: the fused consumer (None: cache_write)
     produces: ComputeOp | None = None  # fused: the multi_level stage it owns
-    host: ComputeOp | None = None  # simple: the stage at whose loops it may be computed
-    readers: tuple = ()  # simple with a host: the stored stages that read it (maybe the host)
+    host: ComputeOp | None = None  # the stage at whose outer loops it may be computed
+    readers: tuple = ()  # with a host: the stored stages that read it (maybe the host)
 
     @property
     def name(self) -> str:
@@ -149,8 +154,9 @@ def derive_sketch(outputs: list[Tensor]) -> Sketch:
 
 
 def _find_hosts(sketch: Sketch, ops: list, inline_ops: set, out_ops: set) -> None:
-    """Give each simple non-output stage the one simple element-wise stage all its results
-    flow into (through stored stages), when there is one."""
+    """Give each non-output simple stage, and each multi-level one without a fused owner,
+    the one stage all its results flow into (through stored stages) when that stage can
+    host it: a simple element-wise stage, or a multi-level one without a fused owner."""
     readers = {op: _effective_readers(op, ops, inline_ops) for op in ops if op not in inline_ops}
     roles = {p.op: p.role for p in sketch.plans}
 
@@ -159,10 +165,19 @@ def _find_hosts(sketch: Sketch, ops: list, inline_ops: set, out_ops: set) -> Non
             return {op}
         return set().union(*(sinks(r, seen + (op,)) for r in readers[op] if r not in seen))
 
+    plan_of = {p.op: p for p in sketch.plans}
+
+    def can_host(op) -> bool:
+        plan = plan_of[op]
+        if plan.role == SIMPLE:
+            return not op.is_reduction
+        return plan.role == MULTI_LEVEL and plan.owner is None  # its own tile loops
+
     for plan in sketch.plans:
-        if plan.role != SIMPLE or plan.op in out_ops or not readers.get(plan.op):
+        attachable = plan.role == SIMPLE or (plan.role == MULTI_LEVEL and plan.owner is None)
+        if not attachable or plan.op in out_ops or not readers.get(plan.op):
             continue
         (sink, *others) = sinks(plan.op) or {None}
-        if not others and sink is not None and roles[sink] == SIMPLE and not sink.is_reduction:
+        if not others and sink is not None and can_host(sink):
             plan.host = sink
             plan.readers = tuple(readers[plan.op])

@@ -179,7 +179,7 @@ class ConfigSpace(SearchSpace):
             if d.panel_pack is not None and tiles[-1][2] == 1:
                 return f"{name}: panels of {d.panel_pack} need a register tile wider than 1 on the last axis"
             local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
-            if local * nbytes > MAX_LOCAL_BYTES:
+            if local * nbytes > MAX_LOCAL_BYTES and not d.attached:  # attached: a region-sized buffer
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
             needed = self.registers.vectors_needed([t[2] for t in tiles], nbytes)
             if needed > self.registers.count:
@@ -200,7 +200,8 @@ class ConfigSpace(SearchSpace):
     def _describe_plan(plan: StagePlan) -> str:
         if plan.role == MULTI_LEVEL:
             how = f"fused into {plan.owner.name}" if plan.owner is not None else "accumulated in a cache_write local tile"
-            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}"
+            where = f"; or computed at an outer loop of {plan.host.name}" if plan.host is not None else ""
+            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}{where}"
         if plan.role == FUSED:
             return f"{plan.name}: owns the tiles of {plan.produces.name} (epilogue fused at its a/b loops)"
         if plan.role == INLINE:
@@ -262,7 +263,11 @@ class ConfigSpace(SearchSpace):
             elif plan.role in appliers:
                 host_loops[plan.op] = appliers[plan.role](s, plan, d)
         for plan, d in attached:
-            _apply_attached(s, plan, host_loops[plan.host][d.attach - 1])
+            loop = host_loops[plan.host][d.attach - 1]
+            if plan.role == MULTI_LEVEL:
+                _apply_attached_multi_level(s, plan, d, loop)
+            else:
+                _apply_attached(s, plan, loop)
         return s, self.args
 
     def starting_points(self, rng) -> list[Config]:
@@ -293,15 +298,17 @@ class ConfigSpace(SearchSpace):
 
     @staticmethod
     def _describe_decisions(plan: StagePlan, d: StageDecisions) -> str:
+        where = (f"computed inside {plan.host.name}'s outer loop over its axis "
+                 f"{plan.host.axis[d.attach - 1].name}, for what one iteration reads") if d.attached else ""
         if isinstance(d, MultiLevelDecisions):
             tiles = ", ".join(f"{t.axis}: {t}" for t in d.tiles)
             red = ", ".join(f"{r.axis}: {r[0]}" for r in d.reduce_tiles)
+            placed = (f"{where}, tiled S1 R0 S2 R1 S3 over it" if d.attached else
+                      f"computed at the {d.at}-level loop; {d.parallel} outer loop(s) fused in parallel")
             return (f"{d.stage}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
-                    f"{_describe_pack(d)}; computed at the "
-                    f"{d.at}-level loop; {d.parallel} outer loop(s) fused in parallel; unroll budget {d.unroll}")
+                    f"{_describe_pack(d)}; {placed}; unroll budget {d.unroll}")
         if d.attached:
-            return (f"{d.stage}: computed inside {plan.host.name}'s outer loop over its axis "
-                    f"{plan.host.axis[d.attach - 1].name}, for what one iteration reads")
+            return f"{d.stage}: {where}"
         tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
         order = f"; reduction {d.order}" if d.order is not None else ""
         return f"{d.stage}: inner tiles {tiles}; {d.parallel} outer loop(s) in parallel{order}"
@@ -359,14 +366,20 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
             + tuple(PACK_PANELS + name for name in panel_inputs(op))
-            + tuple(PACK_PREPACKED + name for name in panel_inputs(op) if name in layout_free_inputs(op)))
+            + tuple(PACK_PREPACKED + name for name in panel_inputs(op) if name in layout_free_inputs(op)),
+            attach=_attach_candidates(plan))
     if plan.role == SIMPLE:
         return CPU_SIMPLE.knobs(
             name, op,
             tiles=[factor_candidates(iv.extent, 4 * lanes if n == last else 64) for n, iv in enumerate(op.axis)],
             parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None,
-            attach=tuple(range(len(plan.host.axis) + 1)) if plan.host is not None else None)
+            attach=_attach_candidates(plan))
     return []
+
+
+def _attach_candidates(plan: StagePlan) -> tuple[int, ...] | None:
+    """0 (on its own) and each of the host's outer loops, for a stage with a host."""
+    return tuple(range(len(plan.host.axis) + 1)) if plan.host is not None else None
 
 
 #: Compute attribute naming the inputs whose layout the schedule may choose, because their
@@ -418,7 +431,7 @@ def _parallel_outer(stage, outer_axes: list, count: int):
     return [fused] + outer_axes[count:]
 
 
-def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> None:
+def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> list:
     op = plan.op
     tiles = d.tiles
     if plan.owner is None:
@@ -435,13 +448,32 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
     owner.reorder(*a_axes, *b_axes, *c_axes)
     if tiles[-1][1] * tiles[-1][2] > 1:
         owner.vectorize(c_axes[-1])
-    a_axes = _parallel_outer(owner, a_axes, d.parallel)
-    at = d.at
-    tiled.compute_at(owner, a_axes[-1] if at == AT_OUTER else b_axes[-1])
-    # The tiled stage over its region: S1 R0 S2 R1 S3.
+    a_after = _parallel_outer(owner, a_axes, d.parallel)
+    tiled.compute_at(owner, a_after[-1] if d.at == AT_OUTER else b_axes[-1])
+    _tile_region(s, tiled, d, three_levels=d.at == AT_OUTER)
+    # the a-level loop over each axis, where a stage attached at that level goes
+    return [a_after[0]] * d.parallel + a_after[1:]
+
+
+def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions, loop) -> None:
+    """Compute ``plan``'s multi-level stage inside its host's ``loop``, tiled S1 R0 S2 R1 S3
+    over what one iteration of that loop reads (a block of attention's score rows)."""
+    tiled = s[plan.op]
+    if d.panel_pack is not None:
+        _pack_panels(s, tiled, d.panel_pack, d.tiles[-1][2], d.panels_at_build_time)
+    tiled.compute_at(s[plan.host], loop)
+    _tile_region(s, tiled, d, three_levels=True)
+
+
+def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool) -> None:
+    """Tile a multi-level stage over the region it computes where it is attached:
+    ``S1 R0 S2 R1 S3`` (``three_levels``; else ``S2 R0 R1 S3``, the cache block already
+    outside), the last S3 vectorized, the input ``d.local_pack`` copied per outer
+    reduction step, the innermost small loops unrolled within ``d.unroll``."""
+    tiles = d.tiles
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
-        if at == AT_OUTER:
+        if three_levels:
             x1, x2, x3 = _split_levels(tiled, iv, [t[1], t[2]])
             s1.append(x1)
         else:

@@ -66,12 +66,31 @@ def starting_points(space, rng: random.Random) -> list[Config]:
             rest = {k: v for k, v in shape.items() if k not in ("tiles", "reduce_tiles")}
             d = decisions[stage].with_tiles(**shape["tiles"]).with_reduce_tiles(**shape["reduce_tiles"])
             decisions = decisions.replace(dataclasses.replace(d, **rest))
-        config = decisions.to_config()
-        if space.check(config) is None:
-            out.setdefault(config.hash, config)
+        for variant in _attach_variants(space, decisions):
+            config = variant.to_config()
+            if space.check(config) is None:
+                out.setdefault(config.hash, config)
         if len(out) >= LIMIT:
             break
-    return list(out.values())
+    return list(out.values())[:LIMIT]
+
+
+def _attach_variants(space, decisions) -> list:
+    """``decisions`` as they are when no stage has a host; else two variants: every stage
+    with a host computed inside the host's loop over its rows (the second-last axis, or
+    the only one), and every such stage on its own."""
+    hosted = [layout.stage for p, layout in space._layouts if p.host is not None and layout is not None]
+    if not hosted:
+        return [decisions]
+    levels = {layout.stage: max(1, len(p.host.axis) - 1) for p, layout in space._layouts
+              if p.host is not None and layout is not None}
+    variants = []
+    for fused in (True, False):
+        d = decisions
+        for stage in hosted:
+            d = d.replace(dataclasses.replace(d[stage], attach=levels[stage] if fused else 0))
+        variants.append(d)
+    return variants
 
 
 #: Rows of the host one iteration of its parallel loop produces, when its statistics are

@@ -40,13 +40,6 @@ def test_reads_through_an_inlined_stage_use_the_readers_indices():
     assert by_name["layernorm_sum"].host.name == "layernorm"
 
 
-def test_a_softmax_feeding_a_matmul_has_no_host():
-    by_name = plans(te.create_workload("attention", heads=2, seq=16, dim=8))
-    assert by_name["attention"].role == MULTI_LEVEL
-    assert by_name["softmax_max"].role == SIMPLE  # was tiled for reuse through the inlined logits
-    assert all(by_name[n].host is None for n in ("softmax_max", "softmax_exp", "softmax_sum"))
-
-
 def _attached(space, config, levels: dict):
     d = space.decisions(config)
     for stage, level in levels.items():
@@ -115,3 +108,58 @@ def test_an_attached_reduction_is_folded_and_an_attached_elementwise_stage_vecto
     source = check(s, wl).source
     assert "reduction(max:softmax_max_acc)" in source and "reduction(+:softmax_sum_acc)" in source
     assert source.count("#pragma omp parallel for") == 1
+
+
+# ---------------------------------------------------------------- attention: a multi-level host
+
+
+def test_attention_scores_and_softmax_have_the_product_with_v_as_host():
+    wl = te.create_workload("attention", heads=2, seq=16, dim=8)
+    by_name = plans(wl)
+    assert by_name["attention_score"].role == MULTI_LEVEL and by_name["attention_score"].host.name == "attention"
+    assert by_name["softmax_max"].role == SIMPLE  # was tiled for a reuse through the inlined logits it lacks
+    assert all(by_name[n].host.name == "attention" for n in ("softmax_max", "softmax_exp", "softmax_sum"))
+    knobs = {k.name: k for k in ConfigSpace.from_workload(wl).knobs.knobs}
+    assert knobs["attention_score.attach"].candidates == (0, 1, 2, 3)
+    assert knobs["attention_score.attach"].default == 0
+    assert "attention.attach" not in knobs  # the output
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sampled_attention_configs_with_attached_stages_match_numpy(causal):
+    wl = te.create_workload("attention", heads=2, seq=37, dim=8, causal=causal)
+    space = ConfigSpace.from_workload(wl)
+    rng = random.Random(2)
+    attached = 0
+    for _ in range(10):
+        config = space.sample(rng)
+        attached += space.decisions(config)["attention_score"].attached
+        s, _ = space.apply(config)
+        check(s, wl)
+    assert attached > 0
+
+
+def test_attention_starting_points_compute_score_blocks_inside_the_parallel_loop():
+    """FlashAttention's blocking: per block of query rows, the scores over every key, their
+    softmax and the product with V; the (heads, seq, seq) score matrix never exists."""
+    heads, seq, dim = 8, 512, 16
+    wl = te.create_workload("attention", heads=heads, seq=seq, dim=dim, causal=True)
+    space = ConfigSpace.from_workload(wl)
+    points = space.starting_points(random.Random(0))
+    fused = [c for c in points if space.decisions(c)["attention_score"].attach == 2]
+    alone = [c for c in points if not space.decisions(c)["attention_score"].attach]
+    assert fused and alone
+    for config in fused[:2]:
+        d = space.decisions(config)
+        assert all(d[n].attach == 2 for n in ("softmax_max", "softmax_exp", "softmax_sum"))
+        assert "computed inside attention's outer loop over its axis i" in space.describe_config(config)
+        s, _ = space.apply(config)
+        module = check(s, wl)
+        (parallel,) = [n for n in ir.walk(module.func.body) if isinstance(n, ir.For) and n.kind == ir.PARALLEL
+                       and any(isinstance(a, ir.Allocate) for a in ir.walk(n.body))]  # not the panel copies
+        inside = {n.buffer.name: n.buffer.shape for n in ir.walk(parallel.body) if isinstance(n, ir.Allocate)}
+        rows = inside["attention_score"][1]
+        assert inside["attention_score"] == inside["softmax_exp"] == (1, rows, seq) and rows < seq
+        score_matrix = heads * seq * seq * 4
+        # on 2 threads: two blocks of scores and exponentials, the panels of K and V
+        assert explain(module.func.body, threads=2).peak_bytes_threads <= score_matrix / 2

@@ -240,5 +240,7 @@ def test_sibling_allocations_reuse_memory_and_a_function_of_arguments_needs_none
     assert (what.peak_bytes, what.peak_bytes_all) == (400, 400), "a then b, never both: the larger"
     nested = ir.Allocate(a, ir.seq(ir.BufferStore(a, (i,), Const(1.0, "float32")), second))
     assert explain(ir.For(i, Const(8), ir.PARALLEL, nested)).peak_bytes_all == 8 * 800
+    on_threads = [explain(ir.For(i, Const(8), ir.PARALLEL, nested), threads=n).peak_bytes_threads for n in (1, 2, 16)]
+    assert on_threads == [800, 2 * 800, 8 * 800], "as many copies as threads, at most one per iteration"
     func = ir.LoweredFunc("kernel", (out,), ir.For(i, Const(64), ir.SERIAL, ir.BufferStore(out, (i,), Const(0.0, "float32"))))
     assert describe_lowered(func).splitlines()[1].startswith("intermediate memory: none")
