@@ -19,6 +19,7 @@ from .insert_barriers import insert_barriers, insert_barriers_pass, missing_barr
 from .launch_dims import launch_dims, launch_dims_pass
 from .promote_accumulators import promote_accumulators, promote_accumulators_pass
 from .remove_unit_loops import remove_unit_loops, remove_unit_loops_pass
+from .share_storage import share_storage, share_storage_pass
 from .simplify_bounds import simplify_bounds, simplify_bounds_pass
 from .split_kernels import split_kernels, split_kernels_pass
 from .tail_bounds import guards_to_bounds, tail_bounds_pass
@@ -32,6 +33,7 @@ CPU_PIPELINE: list[Pass] = [
     simplify_bounds_pass,       # loop ranges undo split/fuse div-mod and drop guards they decide
     tail_bounds_pass,           # a tail guard shared by a loop's body becomes its bound (branch-free)
     promote_accumulators_pass,  # a small accumulator tile stays in registers across reduce loops
+    share_storage_pass,         # root buffers of disjoint lifetimes share memory
     verify_pass,                # a broken invariant fails here, not as wrong code at run time
 ]
 
@@ -96,5 +98,5 @@ __all__ = [
     "IRVerifyError", "Loop", "Pass", "PassContext", "StmtMutator", "StmtVisitor", "THREAD_TAGS", "VTHREAD",
     "constant_trip_loops", "guards_to_bounds", "inject_virtual_threads", "insert_barriers", "launch_dims",
     "lower_gpu", "lowering_pass", "missing_barriers", "pipeline", "print_section", "promote_accumulators",
-    "remove_unit_loops", "run", "simplify_bounds", "split_kernels", "tracer", "verify", "verify_kernel",
+    "remove_unit_loops", "run", "share_storage", "simplify_bounds", "split_kernels", "tracer", "verify", "verify_kernel",
 ]

@@ -131,9 +131,10 @@ def test_each_pipeline_is_a_list_of_named_passes(name):
 
 def test_pipeline_names_and_order():
     assert [p.name for p in passes.pipeline("cpu")] == [
-        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "verify"]
+        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "share_storage", "verify"]
     assert [p.name for p in passes.pipeline("gpu")] == [
-        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "verify", "split_kernels", "constant_trip_loops", "inject_virtual_threads", "insert_barriers", "launch_dims",
+        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "share_storage", "verify",
+        "split_kernels", "constant_trip_loops", "inject_virtual_threads", "insert_barriers", "launch_dims",
         "verify_kernel"]
     with pytest.raises(ValueError, match="unknown pipeline"):
         passes.pipeline("tpu")
