@@ -51,16 +51,19 @@ def subst_stmt(s: Stmt, mapping: dict, simplify: bool = False, analyzer: Analyze
     return ExprMutator(fexpr).visit(s)
 
 
-class _Retarget(StmtMutator):
-    """Every access ``old[idx]`` as ``new[*lead, *idx]``."""
+class RemapAccesses(StmtMutator):
+    """Every access of a buffer that ``remap`` answers for, ``buf[idx]``, as
+    ``new[indices(idx)]`` for ``remap(buf) == (new, indices)`` (None: left as it is)."""
 
-    def __init__(self, old: Buffer, new: Buffer, lead: tuple[Expr, ...]):
+    def __init__(self, remap):
         super().__init__()
-        self.old, self.new, self.lead = old, new, lead
+        self.remap = remap
 
     def _load(self, n: Expr):
-        if isinstance(n, BufferLoad) and n.buffer is self.old:
-            return BufferLoad(self.new, self.lead + n.indices, n.dtype)
+        if isinstance(n, BufferLoad):
+            to = self.remap(n.buffer)
+            if to is not None:
+                return BufferLoad(to[0], to[1](n.indices), n.dtype)
         return None
 
     def visit_expr(self, e: Expr) -> Expr:
@@ -68,14 +71,13 @@ class _Retarget(StmtMutator):
 
     def visit_BufferStore(self, s: BufferStore) -> Stmt:
         s = super().visit_BufferStore(s)
-        if s.buffer is self.old:
-            return BufferStore(self.new, self.lead + s.indices, s.value)
-        return s
+        to = self.remap(s.buffer)
+        return s if to is None else BufferStore(to[0], to[1](s.indices), s.value)
 
 
 def retarget(s: Stmt, old: Buffer, new: Buffer, lead: tuple[Expr, ...]) -> Stmt:
     """``s`` with every access ``old[idx]`` turned into ``new[*lead, *idx]``."""
-    return _Retarget(old, new, lead).visit(s)
+    return RemapAccesses(lambda buf: (new, lambda idx: lead + tuple(idx)) if buf is old else None).visit(s)
 
 
 def expand(buf: Buffer, n: int, name_suffix: str = "") -> Buffer:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from te.expr import Const, Expr, post_order, transform
+from te.expr import Const, Expr, post_order
 
 from ..ir import Allocate, Buffer, BufferLoad, BufferStore, LoweredFunc, Seq, Stmt, walk
 from ..simplify import Analyzer
-from .base import PassContext, StmtMutator, lowering_pass
-from .ir_tools import stmt_exprs
+from .base import PassContext, lowering_pass
+from .ir_tools import RemapAccesses, stmt_exprs
 
 
 @dataclass
@@ -67,32 +67,12 @@ def plan_slots(buffers: list[Buffer], stmts: tuple[Stmt, ...]) -> list[_Slot]:
     return slots
 
 
-class _Flatten(StmtMutator):
-    """Accesses of the buffers of ``into`` as flat accesses of their shared buffer."""
-
-    def __init__(self, into: dict[Buffer, Buffer], analyzer: Analyzer):
-        super().__init__()
-        self.into, self.an = into, analyzer
-
-    def _flat(self, buf: Buffer, indices) -> tuple[Expr, ...]:
-        flat: Expr = Const(0)
-        for idx, extent in zip(indices, buf.shape):
-            flat = flat * extent + idx
-        return (self.an.simplify(flat),)
-
-    def _load(self, n: Expr):
-        if isinstance(n, BufferLoad) and n.buffer in self.into:
-            return BufferLoad(self.into[n.buffer], self._flat(n.buffer, n.indices), n.dtype)
-        return None
-
-    def visit_expr(self, e: Expr) -> Expr:
-        return transform(e, self._load)
-
-    def visit_BufferStore(self, s: BufferStore) -> Stmt:
-        s = super().visit_BufferStore(s)
-        if s.buffer in self.into:
-            return BufferStore(self.into[s.buffer], self._flat(s.buffer, s.indices), s.value)
-        return s
+def _flat_index(buf: Buffer, indices, an: Analyzer) -> tuple[Expr, ...]:
+    """The row-major flat index of ``buf[indices]``."""
+    flat: Expr = Const(0)
+    for idx, extent in zip(indices, buf.shape):
+        flat = flat * extent + idx
+    return (an.simplify(flat),)
 
 
 def share_storage(body: Stmt, analyzer: Analyzer | None = None) -> Stmt:
@@ -112,7 +92,14 @@ def share_storage(body: Stmt, analyzer: Analyzer | None = None) -> Stmt:
         members = sorted(slot.members, key=buffers.index)
         storage = Buffer("_".join(b.name for b in members), (slot.size,), slot.dtype, slot.scope)
         into.update({b: storage for b in slot.members})
-    new_body: Stmt = _Flatten(into, analyzer or Analyzer()).visit(inner)
+    an = analyzer or Analyzer()
+
+    def flattened(buf: Buffer):
+        if buf not in into:
+            return None
+        return into[buf], lambda indices: _flat_index(buf, indices, an)
+
+    new_body: Stmt = RemapAccesses(flattened).visit(inner)
     kept = [b for b in buffers if b not in into]
     storages = list(dict.fromkeys(into.values()))
     for buf in reversed(kept + storages):
