@@ -231,6 +231,12 @@ class SearchSpace:
         """Number of knob combinations (valid and invalid)."""
         return self.knobs.size
 
+    def schedule_key(self, config: Config) -> str:
+        """The identity of the schedule ``config`` builds: configs with one key build the same
+        code, so a tuner measures only one of them. Its canonical JSON unless a space knows
+        of knobs that some configs leave without effect."""
+        return config.to_json()
+
     def check(self, config: Config) -> str | None:
         """None if ``config`` is valid here, else the reason it is not (before any build)."""
         try:

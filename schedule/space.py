@@ -245,6 +245,25 @@ class ConfigSpace(SearchSpace):
                 return reason
         return _attach_problem(plan_decisions, self.names)
 
+    def schedule_key(self, config: Config) -> str:
+        """The config's JSON without the knobs an attached stage ignores (a simple stage's
+        tiles, parallel loops and reduction order; a multi-level stage's tile location and
+        parallel loops): they change nothing it builds."""
+        if not self._hosted_layouts:
+            return config.to_json()
+        dropped = set()
+        for plan, layout in self._hosted_layouts:
+            if _attach_level(layout.decode(config.values)):
+                ignored = _IGNORED_WHEN_ATTACHED[plan.role]
+                dropped.update(name for f, names in layout.fields if f.attr in ignored for name, _ in names)
+        if not dropped:
+            return config.to_json()
+        return Config(config.sketch, {k: v for k, v in config.values.items() if k not in dropped}).to_json()
+
+    @functools.cached_property
+    def _hosted_layouts(self) -> tuple:
+        return tuple((p, layout) for p, layout in self._layouts if p.host is not None and layout is not None)
+
     def apply(self, config: Config) -> tuple[Schedule, list[Tensor]]:
         """A fresh schedule with ``config``'s decisions, and the argument list to build it with."""
         reason = self.check(config)
@@ -312,6 +331,12 @@ class ConfigSpace(SearchSpace):
         tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
         order = f"; reduction {d.order}" if d.order is not None else ""
         return f"{d.stage}: inner tiles {tiles}; {d.parallel} outer loop(s) in parallel{order}"
+
+
+#: Decisions of a stage that do nothing once it is computed at its host's loop, by role: a
+#: simple stage's loops cover the region as they are; a multi-level stage still tiles it.
+_IGNORED_WHEN_ATTACHED = {SIMPLE: frozenset({"tiles", "parallel", "order"}),
+                          MULTI_LEVEL: frozenset({"at", "parallel"})}
 
 
 def _attach_level(d: StageDecisions | None) -> int:

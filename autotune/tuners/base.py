@@ -157,11 +157,12 @@ class Tuner:
         """Hook: a batch of measurements arrived (already in ``history``)."""
 
     def visited(self, config: Config) -> bool:
-        return config_key(config) in self._visited
+        return self.space.schedule_key(config) in self._visited
 
     def _mark(self, config: Config) -> bool:
-        """Record ``config`` as proposed/measured; False if it already was."""
-        key = config_key(config)
+        """Record ``config`` as proposed/measured; False if it (or a config that builds the
+        same schedule: ``SearchSpace.schedule_key``) already was."""
+        key = self.space.schedule_key(config)
         if key in self._visited:
             return False
         self._visited.add(key)
@@ -171,7 +172,7 @@ class Tuner:
 
     def _ensure_valid_keys(self) -> None:
         if self._valid_keys is None:
-            self._valid_keys = {config_key(c) for c in self.space.enumerate()}
+            self._valid_keys = {self.space.schedule_key(c) for c in self.space.enumerate()}
             self._visited_valid = len(self._valid_keys & self._visited)
 
     def _random_fresh(self, n: int) -> list[Config]:

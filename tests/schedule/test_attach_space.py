@@ -8,6 +8,7 @@ import random
 import pytest
 
 import te
+import schedule
 from schedule import ir
 from schedule.explain import explain
 from schedule.sketch import MULTI_LEVEL, SIMPLE, derive_sketch
@@ -163,3 +164,36 @@ def test_attention_starting_points_compute_score_blocks_inside_the_parallel_loop
         score_matrix = heads * seq * seq * 4
         # on 2 threads: two blocks of scores and exponentials, the panels of K and V
         assert explain(module.func.body, threads=2).peak_bytes_threads <= score_matrix / 2
+
+
+# ---------------------------------------------------------------- one schedule, one trial
+
+
+def test_configs_differing_only_in_what_an_attached_stage_ignores_build_one_schedule():
+    wl = te.create_workload("softmax", shape=[16, 64])
+    space = ConfigSpace.from_workload(wl)
+    base = space.starting_points(random.Random(0))[0]
+    d = space.decisions(base)
+    other_tiles = [c for c in dict((k.name, k.candidates) for k in space.knobs.knobs)["softmax_max.tile.i0"]
+                   if c != d["softmax_max"].tiles[0][0]][0]
+    twin = space.encode(d.replace(dataclasses.replace(d["softmax_max"].with_tiles(i0=(other_tiles,)), parallel=1)))
+    assert twin.to_json() != base.to_json() and space.check(twin) is None
+    assert space.schedule_key(twin) == space.schedule_key(base)
+    assert str(schedule.lower(*space.apply(twin))) == str(schedule.lower(*space.apply(base)))
+    alone = space.encode(d.replace(dataclasses.replace(d["softmax_max"], attach=0)))
+    alone_twin = space.encode(space.decisions(alone).replace(
+        dataclasses.replace(space.decisions(alone)["softmax_max"].with_tiles(i0=(other_tiles,)))))
+    assert space.check(alone) is None and space.check(alone_twin) is None
+    assert space.schedule_key(alone) != space.schedule_key(alone_twin)  # on its own, its tiles count
+
+
+def test_a_tuner_never_proposes_two_configs_of_one_schedule():
+    from autotune.tuners import make_tuner
+
+    wl = te.create_workload("softmax", shape=[4, 8])
+    space = ConfigSpace.from_workload(wl)
+    tuner = make_tuner("random", space, seed=0)
+    proposed = [c for _ in range(6) for c in tuner.next_batch(32)]
+    keys = [space.schedule_key(c) for c in proposed]
+    assert len(set(keys)) == len(keys) == len(proposed)
+    assert len({c.to_json() for c in proposed}) == len(proposed)
