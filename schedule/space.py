@@ -403,8 +403,18 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
 
 
 def _attach_candidates(plan: StagePlan) -> tuple[int, ...] | None:
-    """0 (on its own) and each of the host's outer loops, for a stage with a host."""
-    return tuple(range(len(plan.host.axis) + 1)) if plan.host is not None else None
+    """For a stage with a host: 0 (on its own) and the host's outer loops over the leading
+    axes the stage shares with it (at least the first). A loop over an axis the stage does
+    not have would compute the whole stage again in every iteration (softmax's row
+    maximum inside the loop over column tiles): never faster, and such a candidate can
+    take seconds to measure."""
+    if plan.host is None:
+        return None
+    mine, host = plan.op.output(0).shape, plan.host.output(0).shape
+    shared = 0
+    while shared < min(len(mine), len(host)) and mine[shared] == host[shared]:
+        shared += 1
+    return tuple(range(max(1, shared) + 1))
 
 
 #: Compute attribute naming the inputs whose layout the schedule may choose, because their

@@ -28,7 +28,8 @@ def test_softmax_statistics_have_the_division_as_host():
     assert by_name["softmax"].host is None  # the output itself
     assert {r.name for r in by_name["softmax_exp"].readers} == {"softmax_sum", "softmax"}
     knobs = {k.name: k.candidates for k in ConfigSpace.from_workload(wl).knobs.knobs}
-    assert knobs["softmax_max.attach"] == (0, 1, 2)
+    assert knobs["softmax_max.attach"] == (0, 1)  # not in the loop over column tiles: all again per tile
+    assert knobs["softmax_exp.attach"] == (0, 1, 2)
     assert "softmax.attach" not in knobs
 
 
@@ -121,7 +122,7 @@ def test_attention_scores_and_softmax_have_the_product_with_v_as_host():
     assert by_name["softmax_max"].role == SIMPLE  # was tiled for a reuse through the inlined logits it lacks
     assert all(by_name[n].host.name == "attention" for n in ("softmax_max", "softmax_exp", "softmax_sum"))
     knobs = {k.name: k for k in ConfigSpace.from_workload(wl).knobs.knobs}
-    assert knobs["attention_score.attach"].candidates == (0, 1, 2, 3)
+    assert knobs["attention_score.attach"].candidates == (0, 1, 2)  # (head, query rows), not dim
     assert knobs["attention_score.attach"].default == 0
     assert "attention.attach" not in knobs  # the output
 

@@ -86,10 +86,11 @@ def _draw_config(space: ConfigSpace, rng: random.Random):
     hosted = [(p, layout.stage) for p, layout in space._layouts if p.host is not None and layout is not None]
     if not hosted or rng.random() < 0.5:
         return config
+    levels = {k.name: k.candidates for k in space.knobs.knobs if k.name.endswith(".attach")}
     for _ in range(50):
         d = space.decisions(config)
-        for plan, stage in hosted:
-            d = d.replace(dataclasses.replace(d[stage], attach=rng.randint(0, len(plan.host.axis))))
+        for _, stage in hosted:
+            d = d.replace(dataclasses.replace(d[stage], attach=rng.choice(levels[f"{stage}.attach"])))
         attached = space.encode(d)
         if space.check(attached) is None:
             return attached
