@@ -228,8 +228,8 @@ def _attention(p: dict, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Callable
 def _softmax(p: dict, x: np.ndarray) -> Callable[[], object]:
     """``exp(x - max) / sum`` along the axis, composed of NumPy's steps as the workload's
     stages are (max, subtract and exp, sum, divide), in preallocated buffers."""
-    axis = p.get("axis", -1)
-    stat = np.empty(np.max(x, axis=axis, keepdims=True).shape, dtype=x.dtype)
+    axis = p.get("axis", -1) % x.ndim
+    stat = np.empty(x.shape[:axis] + (1,) + x.shape[axis + 1:], dtype=x.dtype)
     exps = np.empty_like(x)
     out = np.empty_like(x)
 

@@ -158,26 +158,21 @@ def _find_hosts(sketch: Sketch, ops: list, inline_ops: set, out_ops: set) -> Non
     the one stage all its results flow into (through stored stages) when that stage can
     host it: a simple element-wise stage, or a multi-level one without a fused owner."""
     readers = {op: _effective_readers(op, ops, inline_ops) for op in ops if op not in inline_ops}
-    roles = {p.op: p.role for p in sketch.plans}
+    plan_of = {p.op: p for p in sketch.plans}
 
     def sinks(op, seen=()) -> set:
         if op in out_ops or not readers[op]:
             return {op}
         return set().union(*(sinks(r, seen + (op,)) for r in readers[op] if r not in seen))
 
-    plan_of = {p.op: p for p in sketch.plans}
-
-    def can_host(op) -> bool:
-        plan = plan_of[op]
-        if plan.role == SIMPLE:
-            return not op.is_reduction
-        return plan.role == MULTI_LEVEL and plan.owner is None  # its own tile loops
+    def tiles_on_its_own(plan: StagePlan) -> bool:  # simple, or multi-level with its own tile loops
+        return plan.role == SIMPLE or (plan.role == MULTI_LEVEL and plan.owner is None)
 
     for plan in sketch.plans:
-        attachable = plan.role == SIMPLE or (plan.role == MULTI_LEVEL and plan.owner is None)
-        if not attachable or plan.op in out_ops or not readers.get(plan.op):
+        if not tiles_on_its_own(plan) or plan.op in out_ops or not readers.get(plan.op):
             continue
-        (sink, *others) = sinks(plan.op) or {None}
-        if not others and sink is not None and can_host(sink):
+        (sink, *others) = sinks(plan.op)
+        host = plan_of[sink]
+        if not others and tiles_on_its_own(host) and not (host.role == SIMPLE and sink.is_reduction):
             plan.host = sink
             plan.readers = tuple(readers[plan.op])

@@ -248,21 +248,29 @@ class ConfigSpace(SearchSpace):
     def schedule_key(self, config: Config) -> str:
         """The config's JSON without the knobs an attached stage ignores (a simple stage's
         tiles, parallel loops and reduction order; a multi-level stage's tile location and
-        parallel loops): they change nothing it builds."""
-        if not self._hosted_layouts:
-            return config.to_json()
-        dropped = set()
-        for plan, layout in self._hosted_layouts:
-            if _attach_level(layout.decode(config.values)):
-                ignored = _IGNORED_WHEN_ATTACHED[plan.role]
-                dropped.update(name for f, names in layout.fields if f.attr in ignored for name, _ in names)
+        parallel loops): they change nothing it builds. Called for every config a tuner
+        weighs, so it reads each attach knob's value, never whole decisions."""
+        dropped = [names for attach, names in self._ignored_when_attached if config.values.get(attach)]
         if not dropped:
             return config.to_json()
-        return Config(config.sketch, {k: v for k, v in config.values.items() if k not in dropped}).to_json()
+        gone = set().union(*dropped)
+        return Config(config.sketch, {k: v for k, v in config.values.items() if k not in gone}).to_json()
 
     @functools.cached_property
     def _hosted_layouts(self) -> tuple:
+        """(plan, layout) of every stage with a host, in sketch order."""
         return tuple((p, layout) for p, layout in self._layouts if p.host is not None and layout is not None)
+
+    @functools.cached_property
+    def _ignored_when_attached(self) -> tuple[tuple[str, frozenset], ...]:
+        """Per stage with a host: its attach knob's name and the knobs it then ignores."""
+        out = []
+        for plan, layout in self._hosted_layouts:
+            ignored = _IGNORED_WHEN_ATTACHED[plan.role]
+            names = frozenset(name for f, knobs in layout.fields if f.attr in ignored for name, _ in knobs)
+            attach = next(name for f, knobs in layout.fields if f.attr == "attach" for name, _ in knobs)
+            out.append((attach, names))
+        return tuple(out)
 
     def apply(self, config: Config) -> tuple[Schedule, list[Tensor]]:
         """A fresh schedule with ``config``'s decisions, and the argument list to build it with."""

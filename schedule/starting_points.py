@@ -79,18 +79,20 @@ def _attach_variants(space, decisions) -> list:
     """``decisions`` as they are when no stage has a host; else two variants: every stage
     with a host computed inside the host's loop over its rows (the second-last axis, or
     the only one), and every such stage on its own."""
-    hosted = [layout.stage for p, layout in space._layouts if p.host is not None and layout is not None]
-    if not hosted:
+    if not space._hosted_layouts:
         return [decisions]
-    levels = {layout.stage: max(1, len(p.host.axis) - 1) for p, layout in space._layouts
-              if p.host is not None and layout is not None}
     variants = []
     for fused in (True, False):
         d = decisions
-        for stage in hosted:
-            d = d.replace(dataclasses.replace(d[stage], attach=levels[stage] if fused else 0))
+        for plan, layout in space._hosted_layouts:
+            d = d.replace(dataclasses.replace(d[layout.stage], attach=_row_level(plan) if fused else 0))
         variants.append(d)
     return variants
+
+
+def _row_level(plan) -> int:
+    """The attach level of the host's loop over its rows: its second-last axis, or its only one."""
+    return max(1, len(plan.host.axis) - 1)
 
 
 #: Rows of the host one iteration of its parallel loop produces, when its statistics are
@@ -102,9 +104,8 @@ def _fused_row_points(space, rng: random.Random) -> list[Config]:
     """Configs that compute every stage with a host inside the host's loop over its rows
     (all axes but the last): one pass per block of rows, statistics and output together,
     the rows in parallel and the last axis vectorized. Empty without such stages."""
-    attachable = [(p, layout) for p, layout in space._layouts if p.host is not None and layout is not None]
-    hosts = {p.host for p, _ in attachable}
-    if not attachable:
+    hosts = {p.host for p, _ in space._hosted_layouts}
+    if not hosts:
         return []
     out: dict[str, Config] = {}
     for rows in FUSED_ROWS:
@@ -116,8 +117,7 @@ def _fused_row_points(space, rng: random.Random) -> list[Config]:
             if plan.op in hosts and layout is not None:
                 decisions = decisions.replace(_rows_in_parallel(space, plan, layout, decisions[layout.stage], rows))
             elif plan.host is not None and layout is not None:
-                level = max(1, len(plan.host.axis) - 1)
-                decisions = decisions.replace(dataclasses.replace(decisions[layout.stage], attach=level))
+                decisions = decisions.replace(dataclasses.replace(decisions[layout.stage], attach=_row_level(plan)))
         config = decisions.to_config()
         if space.check(config) is None:
             out.setdefault(config.hash, config)
