@@ -364,22 +364,45 @@ def cupy_equivalent(task) -> tuple[Callable[[], object] | None, Callable[[], flo
     on a matmul-family task; None, None when CuPy, a GPU or an equivalent is missing.
     The clock makes a repeat of several calls one span of device time, as CUDA events
     would, without a wait between the calls."""
-    if task.workload_name not in ("matmul", "batch_matmul", "dense") or not has_numpy_anchor(task):
-        return None, None, f"no anchor: no cuBLAS equivalent of {task.workload_name} here"
+    why = _why_no_cublas_anchor(task.workload)
+    if why:
+        return None, None, why
     try:
         import cupy
     except ImportError:
         return None, None, "no anchor: CuPy is not installed"
-    p = task.params
-    inputs = [cupy.asarray(a) for a in task.workload.random_inputs(seed=0)]
+    fn = cupy_equivalent_on(task.workload, [cupy.asarray(a) for a in task.workload.random_inputs(seed=0)])
+    stream = cupy.cuda.get_current_stream()
+
+    def clock() -> float:
+        stream.synchronize()
+        return time.perf_counter()
+
+    return fn, clock, ""
+
+
+def _why_no_cublas_anchor(workload) -> str:
+    if workload.name not in ("matmul", "batch_matmul", "dense") or not workload_has_numpy_anchor(workload):
+        return f"no anchor: no cuBLAS equivalent of {workload.name} here"
+    return ""
+
+
+def cupy_equivalent_on(workload, inputs) -> Callable[[], object] | None:
+    """cuBLAS's version of ``workload`` through CuPy on the given device arrays (None
+    without one): a no-argument callable that queues it on the current stream (what the
+    GPU's measuring process times next to the candidates, on their own inputs)."""
+    if _why_no_cublas_anchor(workload):
+        return None
+    import cupy
+
+    p = workload.params
     a, b = inputs[0], inputs[1]
-    if task.workload_name == "dense":
+    if workload.name == "dense":
         b, bias = b.T, (inputs[2] if p.get("bias") else None)
     else:
         a = cupy.swapaxes(a, -1, -2) if p.get("transpose_a") else a
         b = cupy.swapaxes(b, -1, -2) if p.get("transpose_b") else b
         bias = None
-    stream = cupy.cuda.get_current_stream()
 
     def fn():
         out = cupy.matmul(a, b)
@@ -388,11 +411,7 @@ def cupy_equivalent(task) -> tuple[Callable[[], object] | None, Callable[[], flo
         if p.get("relu"):
             cupy.maximum(out, 0, out=out)
 
-    def clock() -> float:
-        stream.synchronize()
-        return time.perf_counter()
-
-    return fn, clock, ""
+    return fn
 
 
 # ---------------------------------------------------------------- anchors per target kind
@@ -483,3 +502,22 @@ def _timing(timing):
     from .runner import TimingOptions
 
     return TimingOptions() if timing is None else timing
+
+
+class NoAnchor:
+    """The anchor of a kind with nothing fair to compare with (a simulated device): every
+    measurement answers why."""
+
+    name = "none"
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def wants_clean_blas(self, task) -> bool:
+        return False
+
+    def workspace_bytes(self, task) -> int:
+        return 0
+
+    def measure(self, task, timing=None) -> str:
+        return f"no anchor: {self.why}"

@@ -57,6 +57,11 @@ class Progress:
     errors: int
     batch: list[Trial]
 
+    @property
+    def best_cost(self) -> float | None:
+        """Seconds of the best trial so far (None before one succeeds)."""
+        return None if self.best_gflops is None else self.task.flops / self.best_gflops / 1e9
+
 
 @dataclass
 class TuneResult:

@@ -72,6 +72,10 @@ class LocalRunner(Runner):
     measured here and raises ``targets.MeasureUnavailable`` with the reason if not.
     """
 
+    #: The module the measuring process runs (``python -m``): a runner of another device
+    #: speaks the same protocol through its own (``runner_cuda``).
+    worker_module = "autotune.runner_worker"
+
     def __init__(self, timeout: float = 10.0, options: TimingOptions | None = None, seed: int = 0,
                  setup_timeout: float = 300.0):
         self.timeout = timeout
@@ -86,7 +90,7 @@ class LocalRunner(Runner):
     # ------------------------------------------------------------ worker lifecycle
 
     def _start(self, task) -> None:
-        """Start ``python -m autotune.runner_worker`` with two pipes for messages.
+        """Start ``python -m <worker_module>`` with two pipes for messages.
 
         A fresh interpreter (not fork) keeps the worker free of the tuner's threads and
         OpenMP state, and unlike multiprocessing's spawn it never re-imports the
@@ -100,7 +104,7 @@ class LocalRunner(Runner):
         env = quiet_threads_env(dict(os.environ))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "autotune.runner_worker", str(to_child_r), str(to_parent_w), str(os.getpid())],
+            [sys.executable, "-m", self.worker_module, str(to_child_r), str(to_parent_w), str(os.getpid())],
             pass_fds=(to_child_r, to_parent_w), env=env, stdin=subprocess.DEVNULL,
         )
         os.close(to_child_r)

@@ -1,25 +1,28 @@
-"""The runner of the ``cuda`` kind: its interface, and a refusal until GPU measuring exists.
+"""The runner of the ``cuda`` kind: candidates measured on the GPU by a process that owns it.
 
-The tuning loop builds CUDA candidates (NVRTC, ``LocalBuilder``) but does not yet time
-them on a GPU: measuring needs a worker that loads the CUBINs through CuPy, verifies and
-times them with CUDA events (``backends.cuda_timing``). Until then ``CudaRunner.run``
-raises ``MeasureUnavailable`` with the reason (no GPU here, or not supported yet), so no
-run records made-up timings. ``bench/gpu_matmul.py`` tunes matmul on a GPU meanwhile.
+``CudaRunner`` is ``runner.LocalRunner`` with the GPU's measuring process
+(``runner_worker_cuda``): the same pipes and messages, the same per-candidate timeout
+(a hung kernel's process is killed), the same rounds rule (``runner.measure_in_rounds``)
+and the same final timing, here next to cuBLAS. A kernel that faults takes its process
+and CUDA context with it; the next candidate gets a fresh one, so it costs one trial.
+``run`` raises ``targets.MeasureUnavailable`` where no GPU is visible.
+
+``SimulatedCudaRunner`` measures the ``cuda_sim`` kind the same way, with the emulator
+standing in for the GPU (``runner_worker_sim``): what CI runs the loop with.
 """
 from __future__ import annotations
 
-from .measure import BuildResult, MeasureResult, Runner
-from .targets import measure_problem, MeasureUnavailable
+from .runner import LocalRunner
 
 
-class CudaRunner(Runner):
-    """Measures CUDA builds of one task at a time (interface only; see the module docstring)."""
+class CudaRunner(LocalRunner):
+    """Measures CUDA builds (CUBINs with their launch manifests) of one task at a time."""
 
-    def __init__(self, timeout: float = 10.0, options=None, seed: int = 0):
-        self.timeout = timeout
-        self.options = options
-        self.seed = seed
+    worker_module = "autotune.runner_worker_cuda"
 
-    def run(self, task, builds: list[BuildResult], best_cost: float | None = None) -> list[MeasureResult]:
-        problem = measure_problem(task.target) or "GPU measuring is not implemented yet"
-        raise MeasureUnavailable(f"cannot measure on {task.target}: {problem}")
+
+class SimulatedCudaRunner(LocalRunner):
+    """Measures ``cuda_sim`` builds: the emulator checks each candidate against the
+    reference, an analytic model gives its time (``backends.cuda_sim``); never a GPU."""
+
+    worker_module = "autotune.runner_worker_sim"

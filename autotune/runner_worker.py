@@ -172,8 +172,14 @@ def _dlclose(lib) -> None:
         pass
 
 
-def serve(inbox, outbox) -> None:
-    """Answer setup/run messages from ``inbox`` on ``outbox`` until the inbox closes."""
+def serve(inbox, outbox, workspace_class=None, run=None, final=None, fatal=lambda exc: False) -> None:
+    """Answer setup/run/final messages from ``inbox`` on ``outbox`` until the inbox closes.
+
+    The handlers default to this module's (the CPU's); another device's measuring process
+    passes its own (``runner_worker_cuda``, ``runner_worker_sim``). ``fatal(exc)``: whether
+    a candidate's exception leaves this process unusable (it replies, then exits).
+    """
+    workspace_class, run, final = workspace_class or _Workspace, run or _run, final or _final
     workspace = None
     while True:
         try:
@@ -183,16 +189,18 @@ def serve(inbox, outbox) -> None:
         kind = message[0]
         try:
             if kind == "setup":
-                workspace = _Workspace(*message[1:])
+                workspace = workspace_class(*message[1:])
                 outbox.send(("ready", None))
             elif kind == "run":
-                outbox.send(_run(workspace, *message[1:]))
+                outbox.send(run(workspace, *message[1:]))
             elif kind == "final":
-                outbox.send(_final(workspace, *message[1:]))
+                outbox.send(final(workspace, *message[1:]))
             elif kind == "exit":
                 return
-        except Exception:  # a failure of this candidate, reported, never fatal
+        except Exception as exc:  # a failure of this candidate, reported, never fatal to the run
             outbox.send((Status.RUNTIME_ERROR, traceback.format_exc(limit=3)[-2000:]))
+            if fatal(exc):
+                return
 
 
 def _pin_openmp_runtime() -> None:
@@ -204,20 +212,20 @@ def _pin_openmp_runtime() -> None:
         pass
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], **handlers) -> None:
+    """Serve the pipes named in ``argv`` (INBOX OUTBOX TUNER_PID) with ``handlers`` (``serve``'s)."""
+    import signal
     from multiprocessing.connection import Connection
 
     from backends.process import die_with_parent
 
     die_with_parent(int(argv[2]))  # nobody else would stop us if the tuner were killed
     _pin_openmp_runtime()
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle; it stops us
     inbox = Connection(int(argv[0]), writable=False)
     outbox = Connection(int(argv[1]), readable=False)
     os.dup2(2, 1)  # stray prints from kernels or libraries must not reach the tuner
-    serve(inbox, outbox)
+    serve(inbox, outbox, **handlers)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ a new kind is one more ``register_autotune_parts`` call, not a branch in the tun
 command line. Built in:
 
     cpu   LocalRunner (a measuring process), NumPy anchor, always measurable
-    cuda  CudaRunner (refuses: GPU measuring in the tuning loop is not built yet), cuBLAS
-          anchor; not measurable here (no GPU) or not yet (a GPU)
+    cuda      CudaRunner (a measuring process that owns the GPU), cuBLAS anchor; measurable
+              where CuPy sees a GPU
+    cuda_sim  SimulatedCudaRunner (the emulator checks, a model times), no anchor, always
+              measurable; its figures are simulated (``AutotuneParts.simulated``)
 """
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ class AutotuneParts:
     describe: Callable[[Target], object] = None  # type: ignore[assignment]  (None: describe_with_backend)
     auto_rank: int | None = None
     features: Callable | None = None
+    #: Its times come from a model, not a device: never reported as speed (GFLOP/s, ratios).
+    simulated: bool = False
 
 
 def describe_with_backend(target: Target):
@@ -139,6 +143,29 @@ def _cuda_runner(timeout: float = 10.0, options=None, seed: int = 0):
     return CudaRunner(timeout=timeout, options=options, seed=seed)
 
 
+def _simulated_cuda_runner(timeout: float = 10.0, options=None, seed: int = 0):
+    from .runner_cuda import SimulatedCudaRunner
+
+    return SimulatedCudaRunner(timeout=timeout, options=options, seed=seed)
+
+
+def is_simulated(target: "str | Target") -> bool:
+    """Whether ``target``'s times come from a model (never to be reported as speed)."""
+    return parts_for(target).simulated
+
+
+def simulated_counterpart(target: "str | Target") -> Target:
+    """The simulated kind standing in for ``target`` (``--simulate``): ``cuda:h100`` ->
+    ``cuda_sim:h100``; ValueError for a kind without one."""
+    target = parse_target(target)
+    if target.kind == "cuda_sim":
+        return target
+    if target.kind != "cuda":
+        raise ValueError(f"--simulate stands in for a GPU; target {target} has no simulated counterpart "
+                         f"(use --target cuda or cuda:<preset>)")
+    return parse_target("cuda_sim" if target.preset is None else f"cuda_sim:{target.preset}")
+
+
 def _always(target: Target) -> None:
     return None
 
@@ -148,14 +175,16 @@ def _cuda_problem(target: Target) -> str | None:
 
     if not gpu_available():
         return "no CUDA GPU found (needs CuPy and an NVIDIA driver: pip install -e '.[cuda]')"
-    return "tuning on cuda is not supported by the tuning loop yet; bench/gpu_matmul.py tunes matmul on a GPU"
+    return None
 
 
 def _register_builtins() -> None:
-    from .anchor import CublasAnchor, NumpyAnchor
+    from .anchor import CublasAnchor, NoAnchor, NumpyAnchor
 
     register_autotune_parts(AutotuneParts("cpu", _local_runner, NumpyAnchor(), _always, auto_rank=0))
     register_autotune_parts(AutotuneParts("cuda", _cuda_runner, CublasAnchor(), _cuda_problem, auto_rank=10))
+    register_autotune_parts(AutotuneParts("cuda_sim", _simulated_cuda_runner,
+                                          NoAnchor("simulated times have no anchor"), _always, simulated=True))
 
 
 _register_builtins()

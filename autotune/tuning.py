@@ -75,6 +75,7 @@ def tune(
     executor=None,
     share: bool = True,
     final: FinalTimingOptions | None = None,
+    simulate: bool = False,
 ) -> TuneResult:
     """Tune ``task`` for ``trials`` measurements and return the history and the best config.
 
@@ -109,9 +110,16 @@ def tune(
     ``db`` they are stored as a run of tuner "final", which ``apply_best`` prefers. A runner
     without a final timing (a cluster's, for now) leaves the search's best, saying why in
     ``result.final_note``.
+
+    ``simulate=True`` tunes a ``cuda`` task where there is no GPU: on its simulated kind
+    (``cuda_sim``, ``backends.cuda_sim``), every candidate compiled by NVRTC and checked on
+    the CPU emulator, its time an analytic model's; the records are stored as simulated,
+    apart from real ones (``result.task`` is the simulated task).
     """
     if not isinstance(trials, int) or trials <= 0:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
+    if simulate:
+        task = Task.from_workload(task.workload, targets.simulated_counterpart(task.target))
     t_start = time.perf_counter()
     own_runner = runner is None
     if executor is not None:
@@ -190,7 +198,8 @@ class DatabaseRecorder(TuningCallback):
         task, result = loop.task, loop.result
         self.run_id = self.db.start_run(task.key, task.workload_name, task.params, self.target, self.tuner_name,
                                         self.seed, loop.trials, TOOL_VERSION, resumed_from=result.resumed_from,
-                                        baseline_gflops=result.best_gflops,  # replayed trials' best
+                                        baseline_gflops=None if targets.is_simulated(task.target)
+                                        else result.best_gflops,  # replayed trials' best
                                         dag_json=task.dag_json, dag_hash=task.workload.dag_hash)
         result.run_id = self.run_id
 
@@ -282,14 +291,16 @@ class TransferWarmStart(TuningCallback):
 
 def record_of(task: Task, target, trial: Trial, tool_version: str = TOOL_VERSION):
     """The ``tuning_db.MeasureRecord`` of one trial of ``task`` (on ``target``, unless the
-    result says which machine measured it)."""
+    result says which machine measured it). A simulated kind's record has no GFLOP/s: its
+    time is a model's (``AutotuneParts.simulated``)."""
     from tuning_db import MeasureRecord
 
     r = trial.result
+    speed = None if targets.is_simulated(task.target) else r.gflops(task.flops)
     return MeasureRecord(
         workload_key=task.key, workload_name=task.workload_name, params=task.params, target=r.where or target,
         config=trial.config.to_dict(), config_hash=trial.config.hash, status=r.status, costs=list(r.costs),
-        median_s=r.median_s, spread=r.spread, gflops=r.gflops(task.flops), build_s=r.build_s, run_s=r.run_s,
+        median_s=r.median_s, spread=r.spread, gflops=speed, build_s=r.build_s, run_s=r.run_s,
         error=r.error, trial=trial.index, tool_version=tool_version,
     )
 

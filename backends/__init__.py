@@ -35,8 +35,15 @@ def _cuda_backend(target: Target) -> Backend:
     return CudaBackend(target)
 
 
+def _cuda_sim_backend(target: Target) -> Backend:
+    from .cuda_sim import SimulatedCudaBackend
+
+    return SimulatedCudaBackend(target)
+
+
 register_backend("cpu", _cpu_backend)
 register_backend("cuda", _cuda_backend)
+register_backend("cuda_sim", _cuda_sim_backend)
 
 
 def build(s: Schedule, args, target: "str | Target" = "cpu", name: str = "kernel"):

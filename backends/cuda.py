@@ -32,6 +32,7 @@ import functools
 import hashlib
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from schedule.targets.cuda import gpu_limits
 
 from . import nvrtc
 from .c_family import C_TYPES, CSourcePrinter, Dialect
+from .cuda_launch import LaunchManifest
 from .cpu import cache_dir
 from .errors import BuildError, ResourceLimitError
 from .nvrtc import DEFAULT_ARCH, NVRTCError, NVRTCResult
@@ -125,7 +127,8 @@ def generate_source(func: LoweredFunc | GPUProgram) -> str:
         _, text = printer.function(program.kernel_func(kernel), qualifiers)
         helpers.update(printer.helpers)
         kernels.append(f"// grid {kernel.grid}, block {kernel.block}\n{text}")
-    parts = [PREAMBLE, "\n".join(helpers[k] for k in sorted(helpers))] + kernels
+    manifest = LaunchManifest.from_program(program).header()  # first line: see cuda_launch
+    parts = [manifest + PREAMBLE, "\n".join(helpers[k] for k in sorted(helpers))] + kernels
     return "\n".join(p for p in parts if p) + "\n"
 
 
@@ -207,13 +210,22 @@ class CudaBackend(Backend):
         return generate_source(program)
 
     def compile_source(self, source: str, timeout: float | None = 60.0) -> Path:
-        if not nvrtc.available():  # the environment's fault, not the candidate's: say so loudly
-            raise NVRTCError("NVRTC is not installed: pip install -e '.[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc)")
-        parts = (str(nvrtc.version()), self.arch, *NVRTC_OPTIONS, repr(self.limits), source)
-        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
-        target = cache_dir() / f"k_{key}.cubin"
+        target = self.cubin_path(source)
         if target.exists():
             return target
+        return self.store_cubin(target, LaunchManifest.from_source(source), self.run_nvrtc(source))
+
+    def cubin_path(self, source: str) -> Path:
+        """Where the compile cache keeps ``source``'s CUBIN (its manifest beside it)."""
+        parts = (str(nvrtc.version()), self.arch, *NVRTC_OPTIONS, repr(self.limits), source)
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+        return cache_dir() / f"k_{key}.cubin"
+
+    def run_nvrtc(self, source: str) -> NVRTCResult:
+        """NVRTC's result for ``source``; ``ResourceLimitError`` for a kernel over a limit
+        (ptxas's or the facts'), ``BuildError`` for any other failure."""
+        if not nvrtc.available():  # the environment's fault, not the candidate's: say so loudly
+            raise NVRTCError("NVRTC is not installed: pip install -e '.[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc)")
         try:
             result = nvrtc.compile_ptx(source, self.arch, NVRTC_OPTIONS)
         except NVRTCError as exc:
@@ -223,7 +235,15 @@ class CudaBackend(Backend):
         reason = _compiled_resource_problem(source, result, self.limits)
         if reason is not None:
             raise ResourceLimitError(reason)
-        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        return result
+
+    @staticmethod
+    def store_cubin(target: Path, manifest: LaunchManifest | None, result: NVRTCResult) -> Path:
+        """Write ``result``'s CUBIN to ``target``, its launch manifest first (a cached CUBIN
+        always has its manifest); ``target``."""
+        if manifest is not None:
+            manifest.write_beside(target)
+        partial = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         partial.write_bytes(result.cubin or b"")
         os.replace(partial, target)
         return target
@@ -239,8 +259,25 @@ class CudaBackend(Backend):
     def describe(self) -> BackendInfo:
         version = nvrtc.version()
         compiler = "nvrtc (not installed)" if version is None else f"nvrtc {version[0]}.{version[1]}"
+        runtime = runtime_versions()
+        if runtime:
+            compiler = f"{compiler}; {runtime}"
         return BackendInfo(self.target.facts.name, compiler,
                            " ".join((f"--gpu-architecture={self.arch}", *NVRTC_OPTIONS)))
+
+
+def runtime_versions() -> str:
+    """"CUDA driver X.Y, runtime X.Y, CuPy V" where CuPy sees a GPU ("" elsewhere): stored
+    with every GPU record, since a driver or library update can change a kernel's speed."""
+    if not gpu_available():
+        return ""
+    import cupy
+
+    def dotted(v: int) -> str:
+        return f"{v // 1000}.{v % 1000 // 10}"
+
+    return (f"CUDA driver {dotted(cupy.cuda.runtime.driverGetVersion())}, "
+            f"runtime {dotted(cupy.cuda.runtime.runtimeGetVersion())}, CuPy {cupy.__version__}")
 
 
 def _ptxas_problem(name: str, report, threads: int, limits: GPULimits) -> str | None:

@@ -40,8 +40,12 @@ def _flush_buffer(device: int):
 
 
 def do_bench(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, min_repeats: int = 5,
-             max_repeats: int = 1000, flush_l2: bool = True) -> list[float]:
-    """Seconds per call of ``fn`` (which launches work on the current stream), per repeat."""
+             max_repeats: int = 1000, flush_l2: bool = True, give_up_above: float | None = None) -> list[float]:
+    """Seconds per call of ``fn`` (which launches work on the current stream), per repeat.
+
+    ``give_up_above`` (seconds): when the estimate of step 1 is already slower, stop there
+    and return it as the one repeat (a candidate too slow to win, ranked by that reading).
+    """
     import cupy
 
     device = cupy.cuda.Device().id
@@ -57,6 +61,8 @@ def do_bench(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, min_repeats: in
     end.record()
     end.synchronize()
     estimate_ms = max(cupy.cuda.get_elapsed_time(start, end) / 5, 1e-4)
+    if give_up_above is not None and estimate_ms / 1e3 > give_up_above:
+        return [estimate_ms / 1e3]
     n_warmup = max(1, int(warmup_ms / estimate_ms))
     n_repeat = max(min_repeats, min(max_repeats, int(rep_ms / estimate_ms)))
     for _ in range(n_warmup):

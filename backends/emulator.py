@@ -82,6 +82,11 @@ class EmulationFault(RuntimeError):
 # ---------------------------------------------------------------- the transformation
 
 
+def poison_value(dtype: str):
+    """The value a buffer of ``dtype`` starts filled with (NaN; integers: their largest)."""
+    return _poison(dtype).value
+
+
 def _poison(dtype: str) -> Const:
     if dtypes.is_float(dtype):
         return Const(math.nan, dtype)

@@ -192,9 +192,8 @@ class TargetKindParam(click.ParamType):
 
 
 #: What ``--target auto`` picks, as ``autotune.targets.resolve("auto")`` does it: the
-#: highest-ranked kind the tuning loop can measure on here. cuda ranks first, but its
-#: measure_problem refuses every GPU until the loop measures on one, so auto is cpu.
-AUTO_TARGET_HELP = "auto picks cpu: the tuning loop does not measure on a GPU yet."
+#: highest-ranked kind the tuning loop can measure on here.
+AUTO_TARGET_HELP = "auto picks cuda where CuPy sees a GPU, else cpu."
 
 
 def target_spec_option(doing: str) -> Callable:
@@ -209,9 +208,15 @@ def choose_target(ctx: click.Context, param: click.Parameter, value: str) -> str
     """Refuse a target the tuning loop cannot measure on here (``autotune.targets``);
     ``auto`` is resolved when the run starts, which then says what it picked. Printing
     the lowering passes measures nothing, so any target may be printed."""
+    from ..targets import measure_problem, simulated_counterpart
+
+    if ctx.params.get("simulate"):
+        try:
+            value = str(simulated_counterpart("cuda" if value == "auto" else value))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
     if value == "auto" or ctx.params.get("print_passes"):
         return value
-    from ..targets import measure_problem
 
     try:
         problem = measure_problem(value)
@@ -267,6 +272,11 @@ def tuning_options(fn: Callable) -> Callable:
                      help="Measure NumPy (cuBLAS on cuda) on the same workload for comparison."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar on stderr [default: when stderr is a terminal]."),
+        click.option("--simulate", is_flag=True, is_eager=True,  # read before --target's check
+                     help="No GPU: run the cuda target's loop with the emulator as the device. Every "
+                          "candidate is compiled by NVRTC and checked on the CPU emulator (keep shapes "
+                          "small); its time comes from an analytic model, stored as simulated (target "
+                          "kind cuda_sim) and never reported as GFLOP/s."),
         click.option("--print-passes", is_flag=True, is_eager=True,  # read before --target's check
                      help="Print the loop IR as built and after each lowering pass of the target's pipeline, "
                           "for the schedule a build would use (the best stored, else the default), and exit "

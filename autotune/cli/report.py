@@ -15,18 +15,23 @@ from tqdm import tqdm
 class ProgressBar:
     """A ``tune`` callback drawing trials, best GFLOP/s and errors; also remembers the last state."""
 
-    def __init__(self, total: int, enabled: bool | None, description: str):
+    def __init__(self, total: int, enabled: bool | None, description: str, simulated: bool = False):
         enabled = sys.stderr.isatty() if enabled is None else enabled
         self.bar = tqdm(total=total, desc=description, unit="trial", file=sys.stderr, disable=not enabled,
                         dynamic_ncols=True, leave=True)
         self.trials_done = 0
         self.best_gflops: float | None = None
         self.errors = 0
+        self.simulated = simulated  # times from a model: shown as simulated milliseconds, never GFLOP/s
 
     def __call__(self, progress) -> None:
         self.trials_done, self.best_gflops, self.errors = progress.trials_done, progress.best_gflops, progress.errors
-        best = "-" if progress.best_gflops is None else _gflops(progress.best_gflops)
-        self.bar.set_postfix_str(f"best {best} GFLOP/s, errors {progress.errors}", refresh=False)
+        if self.simulated:
+            best = "-" if progress.best_cost is None else f"{progress.best_cost * 1e3:.4g} ms"
+            self.bar.set_postfix_str(f"best simulated {best}, errors {progress.errors}", refresh=False)
+        else:
+            best = "-" if progress.best_gflops is None else _gflops(progress.best_gflops)
+            self.bar.set_postfix_str(f"best {best} GFLOP/s, errors {progress.errors}", refresh=False)
         self.bar.update(progress.trials_done - self.bar.n)
 
     def close(self) -> None:
@@ -105,8 +110,11 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
 
     ``picked``: how ``--target auto`` chose the target (``autotune.targets.resolve``'s note).
     """
+    from .. import targets
+
     history = result.history
     errors = sum(not t.result.ok for t in history)
+    simulated = targets.is_simulated(task.target)
     lines = [
         f"workload: {task.key}",
         f"target:   {task.target}: {target.describe()}" + (f", {target.compiler}" if target.compiler else ""),
@@ -120,6 +128,11 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
     final = result.final if result.final is not None and result.final.winner is not None else None
     if best is None:
         lines.append("best:     no trial succeeded (see `autotune log errors`)")
+    elif simulated:
+        lines.append(f"best:     simulated {_ms(result.best_cost)} per launch, trial {best.index}, config "
+                     f"{best.config.hash}")
+        lines.append("          SIMULATED: the emulator checked every kernel, an analytic model gave the times; "
+                     "they are not a measurement, and no speed is derived from them")
     elif final is not None:
         searched = result.search_best
         lines.append(f"best:     {_gflops(result.best_gflops)} GFLOP/s ({_ms(result.best_cost)}), config "
@@ -137,7 +150,9 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
         lines.append("          decisions (what the config asks for):")
         lines += ["            " + line for line in decisions]
         lines += _block("lowered:", lowered)
-    if final is not None and final.anchor_cost:
+    if simulated:
+        pass  # nothing to compare a model's time with
+    elif final is not None and final.anchor_cost:
         lines.append(f"anchor:   {final.anchor_name} {_gflops(final.anchor_gflops)} GFLOP/s; ratio "
                      f"{final.ratio(final.winner):.3g}x (medians of the final timing's {_rounds(final)}, "
                      f"each timing the anchor too)")

@@ -284,6 +284,10 @@ def _anchor_after(task, timing, before, result):
     return measure_anchor(task, timing)
 
 
+#: Most work a simulated run accepts (the emulator runs a candidate in about a second).
+SIMULATED_MAX_FLOPS = 1 << 29
+
+
 def run_tuning(op: str, params: dict, **options) -> None:
     """Tune registered workload ``op`` with ``params`` (an op command)."""
     tune_task(lambda target: Task(op, params, target), **options)
@@ -292,8 +296,9 @@ def run_tuning(op: str, params: dict, **options) -> None:
 def tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tuner: str, db_url: str | None,
               seed: int, timeout: float, rounds: int, resume: bool, early_stopping: int | None, batch_size: int,
               transfer: bool, anchor: bool, progress: bool | None, print_passes: bool = False, share: bool = True,
-              cluster: str | None = None, final: int = 5) -> None:
-    """One tuning session of the task ``make_task(target spec)`` with the tuning options."""
+              cluster: str | None = None, final: int = 5, simulate: bool = False) -> None:
+    """One tuning session of the task ``make_task(target spec)`` with the tuning options
+    (``simulate`` is in ``target`` already: ``--simulate`` makes it the simulated kind)."""
     if cluster is not None and not print_passes:
         with _connect_cluster(cluster, target) as executor:
             anchor_note = "no anchor: the cluster's nodes measure, not this machine (bench/distributed.py compares)"
@@ -340,6 +345,11 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
         return
     if executor is None:
         task.check_fits_memory()  # before the database is opened or any array made
+    if targets.is_simulated(task.target) and task.flops > SIMULATED_MAX_FLOPS:
+        raise click.ClickException(
+            f"--simulate runs every candidate on the CPU emulator, a block's threads one after another: "
+            f"{task.key} is {task.flops:.3g} flops, over the {SIMULATED_MAX_FLOPS:.3g} that take seconds per "
+            f"candidate there; simulate a smaller shape")
     reason_for_no_anchor = anchor if isinstance(anchor, str) else "no anchor: --no-anchor"
     final_anchor = anchor is not False  # on a cluster the final timing times it on a node
     anchor = anchor is True
@@ -353,7 +363,7 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
         before = measure_anchor(task, timing) if anchor else reason_for_no_anchor
         from ..tuning import tune  # after the cheap checks: the tuners import XGBoost, which takes seconds
 
-        bar = ProgressBar(trials, progress, op)
+        bar = ProgressBar(trials, progress, op, simulated=targets.is_simulated(task.target))
         try:
             with _sigterm_as_interrupt():
                 result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],

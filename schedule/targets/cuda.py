@@ -134,3 +134,19 @@ def gpu_limits(facts: CudaFacts):
 
 
 CUDA = register_target_kind(CudaKind())
+
+
+class SimulatedCudaKind(CudaKind):
+    """``cuda_sim``: the ``cuda`` code path with the emulator as a fake device (``backends.
+    cuda_sim``): the same space, presets and NVRTC builds; kernels run on the CPU emulator
+    and their times come from an analytic model. Its facts are a preset's, never the
+    device's (``cuda_sim`` alone is ``DEFAULT_PRESET``), so a simulated run is the same on
+    every machine."""
+
+    name = "cuda_sim"
+
+    def detect(self) -> CudaFacts:
+        return PRESETS[DEFAULT_PRESET]
+
+
+CUDA_SIM = register_target_kind(SimulatedCudaKind())
