@@ -175,15 +175,27 @@ class LocalRunner(Runner):
         return measure_in_rounds(len(builds), measure, self.options, best_cost)
 
     def _run_one(self, task, build: BuildResult, best_cost: float | None) -> MeasureResult:
-        self._ensure(task)
         options = dict(vars(self.options), best_cost=best_cost)
         t0 = time.perf_counter()
-        self._send.send(("run", build.artifact, "kernel", options))
-        status, payload = self._wait(self.timeout)
+        self._send_to_worker(task, ("run", build.artifact, "kernel", options))
+        status, payload = self._reply(self.timeout)
         run_s = time.perf_counter() - t0
         if status == Status.OK:
             return MeasureResult(Status.OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
         return MeasureResult(status, error=payload, build_s=build.build_s, run_s=run_s)
+
+    def _send_to_worker(self, task, message) -> None:
+        self._ensure(task)
+        self._send.send(message)
+
+    def _reply(self, timeout: float):
+        """The worker's (status, payload) for the message sent (``_wait``). A worker that
+        found its device unusable says it is leaving (a third element, "exiting"): it is
+        stopped here, so the next message goes to a new one."""
+        status, payload, *leaving = self._wait(timeout)
+        if leaving:
+            self.close()
+        return status, payload
 
     def time_final(self, task, builds: list[BuildResult], options):
         """The final timing in the measuring process (``runner_worker``'s "final" message);
@@ -191,9 +203,8 @@ class LocalRunner(Runner):
         from .targets import require_measurable
 
         require_measurable(task.target)
-        self._ensure(task)
-        self._send.send(("final", [b.artifact for b in builds], "kernel", vars(options)))
-        status, payload = self._wait(self.timeout * (len(builds) + 1) * options.rounds + self.setup_timeout)
+        self._send_to_worker(task, ("final", [b.artifact for b in builds], "kernel", vars(options)))
+        status, payload = self._reply(self.timeout * (len(builds) + 1) * options.rounds + self.setup_timeout)
         if status != Status.OK:
             raise RuntimeError(f"the final timing failed: {payload}")
         return payload

@@ -177,7 +177,8 @@ def serve(inbox, outbox, workspace_class=None, run=None, final=None, fatal=lambd
 
     The handlers default to this module's (the CPU's); another device's measuring process
     passes its own (``runner_worker_cuda``, ``runner_worker_sim``). ``fatal(exc)``: whether
-    a candidate's exception leaves this process unusable (it replies, then exits).
+    a candidate's exception leaves this process unusable: it replies with a third element,
+    "exiting", and exits (the runner starts a new one).
     """
     workspace_class, run, final = workspace_class or _Workspace, run or _run, final or _final
     workspace = None
@@ -198,9 +199,11 @@ def serve(inbox, outbox, workspace_class=None, run=None, final=None, fatal=lambd
             elif kind == "exit":
                 return
         except Exception as exc:  # a failure of this candidate, reported, never fatal to the run
-            outbox.send((Status.RUNTIME_ERROR, traceback.format_exc(limit=3)[-2000:]))
-            if fatal(exc):
-                return
+            message = traceback.format_exc(limit=3)[-2000:]
+            if fatal(exc):  # say so, so that the runner stops this process and starts another
+                outbox.send((Status.RUNTIME_ERROR, message, "exiting"))
+                os._exit(3)  # at once: cleaning up a broken device context only raises more errors
+            outbox.send((Status.RUNTIME_ERROR, message))
 
 
 def _pin_openmp_runtime() -> None:

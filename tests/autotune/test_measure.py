@@ -8,6 +8,7 @@ it is told to sabotage.
 """
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -85,6 +86,26 @@ def test_runner_gives_each_failure_its_status_and_goes_on(task):
     assert "first at (0, 3)" in results[3].error  # where the output differs
     assert all(r.cost > 0 and r.cost < float("inf") for r in (results[1], results[4]))
     assert all(r.cost == float("inf") for i, r in enumerate(results) if i not in (1, 4))
+
+
+def test_a_measuring_process_that_exits_after_a_fatal_error_is_replaced(task, monkeypatch):
+    """A GPU's measuring process replies to a CUDA fault, then exits; the next candidate may
+    reach it before it is gone (a closed pipe): it goes to a fresh process instead."""
+    from pathlib import Path
+
+    from autotune.measure import BuildResult
+
+    class ExitingRunner(LocalRunner):
+        worker_module = "exiting_worker"
+
+    here = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", here + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+    builds = [BuildResult(Status.OK, artifact) for artifact in ("die", "ok", "die", "ok", "ok", "die", "ok")]
+    with ExitingRunner(timeout=10.0, options=FAST) as runner:
+        results = runner.run(task, builds)
+    assert [r.status for r in results] == [Status.RUNTIME_ERROR, Status.OK] * 2 + [Status.OK, Status.RUNTIME_ERROR,
+                                                                                   Status.OK]
+    assert "the device is gone" in results[0].error
 
 
 def test_tuning_run_continues_past_every_failure_and_stores_it(task, tmp_path):

@@ -102,7 +102,8 @@ def test_final_timing_has_cublas_beside_the_candidates(cache):
 
 def test_cli_tunes_on_the_gpu_stores_the_device_and_apply_best_reuses_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "AUTOTUNE_DB"}
-    env.update(AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO), COLUMNS="200")
+    env.update(AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200",
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     db = tmp_path / "gpu.db"
     run = lambda *args: subprocess.run([sys.executable, "-m", "autotune.cli", *args], env=env, cwd=tmp_path,  # noqa: E731
                                        capture_output=True, text=True, timeout=600)
