@@ -382,8 +382,17 @@ def cupy_equivalent(task) -> tuple[Callable[[], object] | None, Callable[[], flo
 
 
 def _why_no_cublas_anchor(workload) -> str:
-    if workload.name not in ("matmul", "batch_matmul", "dense") or not workload_has_numpy_anchor(workload):
+    """Why ``workload`` has no cuBLAS anchor ("" when it has one): a matmul-family op in
+    float32, float64 or float16 (accumulating in float16 or float32). With float16 inputs
+    cuBLAS writes float16 (a float32 output would make CuPy cast the inputs up and lose the
+    tensor cores): the anchor then writes half the bytes ours does, a bias in its favour."""
+    p = workload.params
+    dtype, out = p.get("dtype"), p.get("out_dtype")
+    if workload.name not in ("matmul", "batch_matmul", "dense"):
         return f"no anchor: no cuBLAS equivalent of {workload.name} here"
+    accumulators = (None, dtype, "float32") if dtype == "float16" else (None, dtype)
+    if dtype not in ("float16", "float32", "float64") or out not in accumulators:
+        return f"no anchor: no cuBLAS path for {dtype} with a {out} result here"
     return ""
 
 
@@ -488,7 +497,7 @@ class CublasAnchor:
         """Host memory: the inputs, made on the host before they are copied to the device."""
         from te.evaluate import tensor_nbytes
 
-        return sum(tensor_nbytes(t) for t in task.workload.inputs) if has_numpy_anchor(task) else 0
+        return sum(tensor_nbytes(t) for t in task.workload.inputs) if not _why_no_cublas_anchor(task.workload) else 0
 
     def measure(self, task, timing=None) -> AnchorFigure | str:
         fn, clock, why = cupy_equivalent(task)

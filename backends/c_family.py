@@ -87,6 +87,11 @@ class Dialect:
     def loop_pragmas(self, loop: For) -> list[str]:
         return []
 
+    def wrap_access(self, printer: "CSourcePrinter", buf: Buffer, flat: str, write: bool) -> str:
+        """The flat index of one access to ``buf`` as printed (``write``: a store); a dialect
+        may route it through a function of its own (the GPU emulator's race detector)."""
+        return flat
+
     def reduction_pragma(self, op: str, accumulator: str) -> str | None:
         """The pragma that lets the compiler vectorize a loop folding ``op`` (add, mul, min,
         max) into the scalar ``accumulator``, or None to print the loop as it is."""
@@ -279,7 +284,11 @@ class CSourcePrinter:
             return f"({one} / {self._math_call('sqrt', [x], e.dtype)})"
         return self._math_call(e.func, [x], e.dtype)
 
-    def flat_index(self, buf: Buffer, indices) -> str:
+    def flat_index(self, buf: Buffer, indices, write: bool = False) -> str:
+        """The flat index of ``buf[indices]`` as the dialect prints accesses (``wrap_access``)."""
+        return self.dialect.wrap_access(self, buf, self._flat_index(buf, indices), write)
+
+    def _flat_index(self, buf: Buffer, indices) -> str:
         from schedule.simplify import simplify
 
         self._note_buffer(buf)
@@ -327,7 +336,7 @@ class CSourcePrinter:
             for x in s.stmts:
                 self.stmt(x)
         elif isinstance(s, BufferStore):
-            target = f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}]"
+            target = f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices, write=True)}]"
             self.emit(f"{target} = {self.expr(s.value)};")
         elif isinstance(s, Allocate):
             self._allocate(s)
@@ -396,7 +405,7 @@ class CSourcePrinter:
         pragma = self.dialect.reduction_pragma(combine.op, self.names(acc))
         if pragma is None:
             return False
-        target = f"{self.buffer_name(store.buffer)}[{self.flat_index(store.buffer, store.indices)}]"
+        target = f"{self.buffer_name(store.buffer)}[{self.flat_index(store.buffer, store.indices, write=True)}]"
         self.emit("{")
         self.depth += 1
         self.emit(f"{self.ctype(store.buffer.dtype)} {self.names(acc)} = {target};")

@@ -63,6 +63,9 @@ typedef unsigned char uint8_t;
 #define NAN __int_as_float(0x7fffffff)
 #endif
 """
+#: float16 is CUDA's ``__half`` (arithmetic on sm_53 and later); its header comes with the
+#: nvidia-cuda-runtime wheel (``nvrtc.header_dirs``).
+FLOAT16_PREAMBLE = "#include <cuda_fp16.h>\n"
 #: NVRTC options used everywhere (CuPy builds and the NVRTC-only checks).
 NVRTC_OPTIONS = ("--std=c++17",)
 
@@ -101,8 +104,12 @@ class CUDADialect(Dialect):
         return "__syncthreads();"
 
 
+#: C types of the CUDA dialect: the C family's, with float16 as CUDA's ``__half``.
+CUDA_TYPES = {**C_TYPES, "float16": "__half"}
+
+
 def _dialect(launch: dict) -> CUDADialect:
-    return CUDADialect(types=dict(C_TYPES), helper_prefix="static __device__ __forceinline__", launch=launch)
+    return CUDADialect(types=dict(CUDA_TYPES), helper_prefix="static __device__ __forceinline__", launch=launch)
 
 
 # ---------------------------------------------------------------- source
@@ -116,9 +123,6 @@ def lower_program(func: LoweredFunc | GPUProgram) -> GPUProgram:
 def generate_source(func: LoweredFunc | GPUProgram) -> str:
     """The CUDA translation unit: preamble, helpers, one ``__global__`` function per kernel."""
     program = lower_program(func)
-    for buf in program.kernel_params:
-        if buf.dtype == "float16":
-            raise BuildError("float16 on cuda needs cuda_fp16.h, which the NVRTC wheel does not ship")
     helpers: dict[str, str] = {}
     kernels = []
     for kernel in program.kernels:
@@ -128,7 +132,8 @@ def generate_source(func: LoweredFunc | GPUProgram) -> str:
         helpers.update(printer.helpers)
         kernels.append(f"// grid {kernel.grid}, block {kernel.block}\n{text}")
     manifest = LaunchManifest.from_program(program).header()  # first line: see cuda_launch
-    parts = [manifest + PREAMBLE, "\n".join(helpers[k] for k in sorted(helpers))] + kernels
+    half = FLOAT16_PREAMBLE if "__half" in "".join(kernels) or "__half" in "".join(helpers.values()) else ""
+    parts = [manifest + half + PREAMBLE, "\n".join(helpers[k] for k in sorted(helpers))] + kernels
     return "\n".join(p for p in parts if p) + "\n"
 
 

@@ -66,6 +66,26 @@ static int32_t at_check(int32_t i, int32_t n, const char* buffer, int32_t dim) {
   }
   return 0;
 }
+/* The race detector: per element of a shared buffer, the barrier interval (epoch) of its
+   last access, its writer and its reader (thread + 1; -1: several readers) in that interval. */
+static int32_t at_race(int32_t* shadow, const int32_t* state, int32_t i, int32_t write, const char* buffer) {
+  if (state[1] < 0) return i;  /* the emulator's own fill, no thread's access */
+  int32_t* e = shadow + 3 * i;
+  int32_t t = state[1] + 1;
+  if (e[0] != state[0]) { e[0] = state[0]; e[1] = 0; e[2] = 0; }
+  int32_t other = (e[1] && e[1] != t) ? e[1] : ((write && e[2] && e[2] != t) ? e[2] : 0);
+  if (other && !at_fault) {
+    char who[32];
+    if (other > 0) snprintf(who, sizeof who, "thread %d", (int)(other - 1));
+    else snprintf(who, sizeof who, "several threads");
+    at_fault = 1;
+    snprintf(at_fault_msg, sizeof at_fault_msg,
+             "data race on %s[%d]: %s %s it, then thread %d %s it, with no barrier between",
+             buffer, (int)i, who, other == e[1] ? "wrote" : "read", (int)(t - 1), write ? "writes" : "reads");
+  }
+  if (write) e[1] = t; else e[2] = (e[2] == 0 || e[2] == t) ? t : -1;
+  return i;
+}
 const char* at_emu_fault(void) { return at_fault ? at_fault_msg : 0; }
 void at_emu_reset(void) { at_fault = 0; at_fault_msg[0] = 0; }
 """
@@ -115,6 +135,13 @@ def _uses_any(e: Expr, names: set) -> bool:
     return any(isinstance(n, Var) and n in names for n in post_order(e))
 
 
+#: The race detector's state: [0] the barrier interval (epoch) now running, [1] the thread
+#: now running (-1: none, the emulator's own fill). Each block and each barrier starts a
+#: new epoch; each thread of a region sets the thread; the detector (``at_race`` in the
+#: preamble) reads both at every shared-memory access.
+RACE_STATE = Buffer("emu_race_state", (2,), "int32", scope="global")
+
+
 class _KernelEmulation:
     """One kernel as CPU loops (see the module docstring)."""
 
@@ -130,9 +157,11 @@ class _KernelEmulation:
             if self.block[tag] > 1:
                 tid = self.tvars[tag] if isinstance(tid, Const) else tid * self.block[tag] + self.tvars[tag]
         self.tid = tid
+        self.detects_races = any(isinstance(n, Allocate) and n.buffer.scope == "shared"
+                                 for n in ir.walk(kernel.body))
 
     def run(self) -> Stmt:
-        body = self.block_level(self.kernel.body)
+        body = ir.seq(self.new_epoch(), self.block_level(self.kernel.body))  # each block: a new interval
         for tag in BLOCK_TAGS:
             body = For(self.bvars[tag], Const(self.grid[tag]), ir.SERIAL, body)
         return body
@@ -143,8 +172,8 @@ class _KernelEmulation:
         """``s`` as executed by a whole block: barrier-free parts become thread-loop regions."""
         if not _block_level_needed(s):
             return self.region(s)
-        if isinstance(s, Barrier):
-            return ir.seq()
+        if isinstance(s, Barrier):  # the one place a barrier interval ends
+            return self.new_epoch() or ir.seq()
         if isinstance(s, ir.Seq):
             out: list[Stmt] = []
             run: list[Stmt] = []
@@ -160,8 +189,8 @@ class _KernelEmulation:
                 out.append(self.region(ir.seq(*run)))
             return ir.seq(*out)
         if isinstance(s, Allocate):
-            if s.buffer.scope == "shared":
-                return Allocate(s.buffer, ir.seq(_fill(s.buffer), self.block_level(s.body)))
+            if s.buffer.scope == "shared":  # the poison is the emulator's, not a thread's access
+                return Allocate(s.buffer, ir.seq(self.no_thread(), _fill(s.buffer), self.block_level(s.body)))
             per_thread = expand(s.buffer, self.kernel.threads)  # lives across a barrier
             body = retarget(s.body, s.buffer, per_thread, (self.tid,))
             return Allocate(per_thread, ir.seq(_fill(per_thread), self.block_level(body)))
@@ -200,12 +229,26 @@ class _KernelEmulation:
     # ------------------------------------------------------------ thread level
 
     def region(self, s: Stmt) -> Stmt:
-        """Every thread of the block runs barrier-free ``s``, one after another."""
+        """Every thread of the block runs barrier-free ``s``, one after another (each thread
+        announcing itself to the race detector, when the kernel has shared memory)."""
         body = self.thread_level(s)
+        if self.detects_races:
+            body = ir.seq(BufferStore(RACE_STATE, (Const(1),), self.tid), body)
         for tag in THREAD_TAGS:
             if self.block[tag] > 1 or _any_use(body, self.tvars[tag]):
                 body = For(self.tvars[tag], Const(self.block[tag]), ir.SERIAL, body)
         return body
+
+    def no_thread(self) -> Stmt | None:
+        """The store telling the race detector that no thread runs (the emulator's own
+        fills of shared buffers are not checked); None without a detector."""
+        return BufferStore(RACE_STATE, (Const(1),), Const(-1)) if self.detects_races else None
+
+    def new_epoch(self) -> Stmt | None:
+        """The store that starts a new barrier interval for the race detector (None without one)."""
+        if not self.detects_races:
+            return None
+        return BufferStore(RACE_STATE, (Const(0),), ir.BufferLoad(RACE_STATE, (Const(0),), "int32") + 1)
 
     def thread_level(self, s: Stmt) -> Stmt:
         def fstmt(node: Stmt):
@@ -240,10 +283,25 @@ def emulate_program(program: GPUProgram) -> LoweredFunc:
 # ---------------------------------------------------------------- compiling and running
 
 
+class _EmulatorDialect(Dialect):
+    """Plain C with every index bounds-checked (``at_check``) and every access to a shared
+    buffer passed through the race detector (``at_race``, with a shadow array per buffer)."""
+
+    def wrap_access(self, printer: CSourcePrinter, buf: Buffer, flat: str, write: bool) -> str:
+        if buf.scope != "shared":
+            return flat
+        name = printer.buffer_name(buf)
+        state = printer.buffer_name(RACE_STATE)
+        printer.helper(state, f"static int32_t {state}[2];")
+        shadow = printer.helper(f"{name}_shadow", f"static int32_t {name}_shadow[{3 * buf.size}];")
+        return f'at_race({shadow}, {state}, {flat}, {int(write)}, "{name}")'
+
+
 def generate_source(program: GPUProgram) -> str:
-    """The C translation unit of the emulation: plain C, every index bounds-checked."""
+    """The C translation unit of the emulation: plain C, every index bounds-checked, every
+    shared-memory access checked for races."""
     func = emulate_program(program)
-    helpers, body = CSourcePrinter(Dialect(index_check="at_check")).function(func)
+    helpers, body = CSourcePrinter(_EmulatorDialect(index_check="at_check")).function(func)
     return "\n".join(part for part in (PREAMBLE, helpers, body) if part) + "\n"
 
 

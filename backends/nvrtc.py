@@ -153,14 +153,33 @@ class _CtypesNVRTC:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def _wheel_library() -> str | None:
-    """``libnvrtc.so*`` from the nvidia-cuda-nvrtc wheel (``nvidia/cu13/lib`` or ``nvidia/cuda_nvrtc/lib``)."""
+def _nvidia_roots() -> list[str]:
+    """The folders of the ``nvidia`` namespace package (where NVIDIA's wheels install)."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
         spec = None
-    roots = list(spec.submodule_search_locations or []) if spec is not None else []
-    for root in roots:
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
+@functools.lru_cache(maxsize=None)
+def header_dirs() -> tuple[str, ...]:
+    """Folders holding the CUDA headers generated kernels include (``cuda_fp16.h``): the
+    nvidia-cuda-runtime wheel's (``nvidia/cu13/include``), else ``$CUDA_PATH/include`` or
+    ``/usr/local/cuda/include``; empty when none has them (then a float16 kernel fails to
+    compile and says which header is missing)."""
+    candidates = [d for root in _nvidia_roots() for d in sorted(glob.glob(os.path.join(root, "cu*", "include")))]
+    candidates += [os.path.join(root, "cuda_runtime", "include") for root in _nvidia_roots()]
+    candidates += [os.path.join(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "include")]
+    for d in candidates:
+        if os.path.isfile(os.path.join(d, "cuda_fp16.h")):
+            return (d,)
+    return ()
+
+
+def _wheel_library() -> str | None:
+    """``libnvrtc.so*`` from the nvidia-cuda-nvrtc wheel (``nvidia/cu13/lib`` or ``nvidia/cuda_nvrtc/lib``)."""
+    for root in _nvidia_roots():
         for pattern in ("cu*/lib/libnvrtc.so*", "cuda_nvrtc/lib/libnvrtc.so*"):
             hits = sorted(h for h in glob.glob(os.path.join(root, pattern)) if "builtins" not in h)
             if hits:
@@ -208,7 +227,7 @@ def compile_ptx(source: str, arch: str = DEFAULT_ARCH, options=(), name: str = "
         raise NVRTCError("NVRTC is not installed: pip install -e '.[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc)")
     if not re.fullmatch(r"sm_\d+[a-z]?", arch):
         raise NVRTCError(f"arch must look like 'sm_80', got {arch!r}")
-    opts = [f"--gpu-architecture={arch}", "-Xptxas=-v", *options]
+    opts = [f"--gpu-architecture={arch}", "-Xptxas=-v", *options, *(f"--include-path={d}" for d in header_dirs())]
     ok, log, ptx, cubin = lib.compile(source, name, opts)
     if not ok:
         raise NVRTCError(f"NVRTC failed:\n{log.strip()[:4000]}", log)

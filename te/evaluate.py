@@ -163,8 +163,19 @@ def _to_dtype(array, dtype: str) -> np.ndarray:
     return np.asarray(array).astype(dtypes.numpy_dtype(dtype), copy=False)
 
 
+def _widened_read(e: Expr) -> Expr:
+    """The tensor read under a cast that widens a float (float16 -> float32: exact, so the
+    float64 einsum below computes the same products), else ``e`` as it is."""
+    if isinstance(e, Cast) and isinstance(e.value, TensorRead) and dtypes.is_float(e.dtype) \
+            and dtypes.is_float(e.value.dtype) \
+            and dtypes.numpy_dtype(e.dtype).itemsize >= dtypes.numpy_dtype(e.value.dtype).itemsize:
+        return e.value
+    return e
+
+
 def _einsum_fast_path(op: ComputeOp, values) -> np.ndarray | None:
-    """``sum(X[..] * Y[..])`` with plain-variable indices, evaluated by np.einsum."""
+    """``sum(X[..] * Y[..])`` with plain-variable indices (each read perhaps widened by a
+    cast), evaluated by np.einsum."""
     body = op.body
     if not (isinstance(body, Reduce) and body.combiner == "sum" and body.condition is None):
         return None
@@ -173,7 +184,7 @@ def _einsum_fast_path(op: ComputeOp, values) -> np.ndarray | None:
     src = body.source
     if not (isinstance(src, Binary) and src.op == "mul"):
         return None
-    reads = [src.a, src.b]
+    reads = [_widened_read(src.a), _widened_read(src.b)]
     if not all(isinstance(r, TensorRead) for r in reads):
         return None
     axes = list(op.axis) + list(body.axes)

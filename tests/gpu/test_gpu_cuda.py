@@ -115,12 +115,30 @@ def test_importing_the_cuda_backend_needs_no_cupy():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_float16_is_refused_clearly():
+def test_float16_is_cuda_half_with_its_header():
     A = te.placeholder((8,), "float16", name="A")
     B = te.compute((8,), lambda i: A[i] + 1, name="B")
     s = schedule.create_schedule(B)
-    with pytest.raises(cuda.BuildError, match="float16"):
-        _source(s, [A, B])
+    source = _source(s, [A, B])
+    assert "#include <cuda_fp16.h>" in source and "__half* __restrict__ A" in source.replace("const ", "")
+    float32 = _source(*gpu_matmul(16, 16, 16))
+    assert "cuda_fp16.h" not in float32  # only kernels that use it include it
+
+
+@needs_nvrtc
+def test_float16_kernels_compile_with_the_wheels_headers():
+    from backends import nvrtc
+
+    assert nvrtc.header_dirs(), "no cuda_fp16.h found (pip install -e '.[cuda]' brings nvidia-cuda-runtime)"
+    A = te.placeholder((64,), "float16", name="A")
+    B = te.compute((64,), lambda i: te.max(A[i] * A[i], te.const(0.5, "float16")), name="B")
+    s = schedule.create_schedule(B)
+    i, = s[B].op.axis
+    bx, tx = s[B].split(i, factor=32)
+    s[B].bind(bx, "blockIdx.x")
+    s[B].bind(tx, "threadIdx.x")
+    result = cuda.compile_ptx(_source(s, [A, B]), arch="sm_80")
+    assert result.cubin and "kernel" in result.kernels
 
 
 # ---------------------------------------------------------------- NVRTC

@@ -45,25 +45,59 @@ def test_emulated_source_has_thread_loops_and_checks():
     assert "__syncthreads" not in src and "threadIdx" not in src
 
 
-def test_missing_barrier_after_the_fetch_gives_a_wrong_answer():
-    # Skip the barrier between the cooperative fetch and the compute (read after write):
-    # a thread then reads tile elements other threads have not written yet (NaN here).
-    M = N = K = 64
-    program = lower_gpu(schedule.lower(*gpu_matmul(M, N, K)))
+def _without_barrier(program, which: int):
+    """``program`` with its ``which``-th barrier (1-based, in walk order) left out."""
     barriers = []
 
-    def drop_second(node):
+    def drop(node):
         if isinstance(node, Barrier):
             barriers.append(node)
-            return ir.seq() if len(barriers) == 2 else None
+            return ir.seq() if len(barriers) == which else None
         return None
 
-    broken = _mutate(program, drop_second)
+    broken = _mutate(program, drop)
+    assert len(barriers) >= which
+    return broken
+
+
+def test_missing_barrier_after_the_fetch_is_a_race():
+    # Skip the barrier between the cooperative fetch and the compute (read after write):
+    # a thread reads tile elements another thread writes in the same barrier interval.
+    M = N = K = 64
+    program = lower_gpu(schedule.lower(*gpu_matmul(M, N, K)))
     a, b = matmul_inputs(M, N, K)
     good = _run(program, a, b, (M, N))
     np.testing.assert_allclose(good, a @ b, rtol=1e-5, atol=1e-5)
-    bad = _run(broken, a, b, (M, N))
-    assert np.isnan(bad).any()  # shared memory starts as NaN in the emulator
+    with pytest.raises(EmulationFault, match=r"data race on [AB]_shared\[\d+\]: thread \d+ read it, then thread "
+                                             r"\d+ writes it"):
+        _run(_without_barrier(program, 2), a, b, (M, N))
+
+
+def test_missing_barrier_before_the_next_fetch_is_a_race_though_the_answer_is_right():
+    # Skip the barrier that keeps the next iteration's fetch from overwriting a tile other
+    # threads still read (write after read). Threads run one after another here, so the
+    # result is right; on a GPU it is not. The detector sees it all the same.
+    M = N = K = 64
+    program = lower_gpu(schedule.lower(*gpu_matmul(M, N, K)))
+    broken = _without_barrier(program, 1)
+    a, b = matmul_inputs(M, N, K)
+    with pytest.raises(EmulationFault, match=r"data race on [AB]_shared\[\d+\]: (thread \d+|several threads) read "
+                                             r"it, then thread \d+ writes it"):
+        _run(broken, a, b, (M, N))
+
+
+def test_two_threads_writing_one_shared_element_is_a_race():
+    # Every thread of the fetch writes the tile's first element: a write-write race.
+    M = N = K = 32
+    program = lower_gpu(schedule.lower(*gpu_matmul(M, N, K)))
+
+    def same_element(node):
+        if isinstance(node, ir.BufferStore) and node.buffer.scope == "shared":
+            return dataclasses.replace(node, indices=tuple(te.const(0) for _ in node.indices))
+        return None
+
+    with pytest.raises(EmulationFault, match=r"data race .*: thread \d+ wrote it, then thread \d+ writes it"):
+        _run(_mutate(program, same_element), *matmul_inputs(M, N, K), (M, N))
 
 
 def test_out_of_bounds_thread_mapping_is_caught():

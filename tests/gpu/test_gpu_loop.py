@@ -105,8 +105,10 @@ def test_cli_tunes_on_the_gpu_stores_the_device_and_apply_best_reuses_it(tmp_pat
     env.update(AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200",
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     db = tmp_path / "gpu.db"
-    run = lambda *args: subprocess.run([sys.executable, "-m", "autotune.cli", *args], env=env, cwd=tmp_path,  # noqa: E731
-                                       capture_output=True, text=True, timeout=600)
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "autotune.cli", *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+
     tuned = run("matmul", "-M", "256", "-N", "256", "-K", "256", "--target", "cuda", "--trials", "24",
                 "--batch-size", "8", "--db", str(db), "--final", "2")
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
