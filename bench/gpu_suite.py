@@ -14,7 +14,9 @@ What one run does:
    cuBLAS (``cupy.matmul``, CUDA events, L2 flushed) in the same measuring process;
 3. a table of the final figures (read back from the database: the "final" run's best
    GFLOP/s and its anchor's), written to OUT/gpu_suite.md, each command's output to
-   OUT/<row>.log.
+   OUT/<row>.log;
+4. the cost model's held-out pairwise ranking accuracy on the run's records
+   (``bench/model_quality.py --target cuda``), appended to the table.
 
 With ``--dry-run`` (no GPU) each row runs on the simulated device (``--simulate``) at a
 small shape: the same commands and database, times from a model, no GFLOP/s.
@@ -128,6 +130,14 @@ def table(results: list[dict], tests: str, dry_run: bool) -> str:
     return f"{head}gpu tests: {tests}\n\n" + "\n".join(lines) + "\n"
 
 
+def model_quality(db: Path, kind: str) -> str:
+    """The cost model's held-out ranking accuracy on this run's records (bench/model_quality.py)."""
+    proc = subprocess.run([sys.executable, "bench/model_quality.py", "--db", str(db), "--target", kind],
+                          cwd=ROOT, capture_output=True, text=True)
+    return f"cost model on these records (bench/model_quality.py --target {kind}):\n\n" + \
+        "\n".join("    " + line for line in (proc.stdout + proc.stderr[-500:]).splitlines()) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer trials per row (about 4 minutes on an H200)")
@@ -148,7 +158,7 @@ def main() -> int:
             continue
         trials = args.trials or (row.quick_trials if args.quick or args.dry_run else row.trials)
         results.append(tune_row(row, out, db, trials, args.dry_run))
-    text = table(results, tests, args.dry_run)
+    text = table(results, tests, args.dry_run) + "\n" + model_quality(db, "cuda_sim" if args.dry_run else "cuda")
     (out / "gpu_suite.md").write_text(text)
     (out / "gpu_suite.json").write_text(json.dumps(results, indent=1))
     print(text)

@@ -1,6 +1,7 @@
 """Cost-model quality on the records of a tuning database: held-out pairwise accuracy and top-k.
 
     python bench/model_quality.py [--db bench/out/convergence.db] [--splits 4]
+    python bench/model_quality.py --db gpu_suite_out/gpu_suite.db --target cuda   # GPU records
 
 For every workload in the database, and for each of its runs and for all its records
 together: fit the XGBoost ranking model on a random 80% of the successful records,
@@ -36,13 +37,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=os.path.join(OUT, "convergence.db"))
     parser.add_argument("--splits", type=int, default=4, help="random 80/20 splits to average")
+    parser.add_argument("--target", default=None, metavar="KIND",
+                        help="only records of this target kind (cpu, cuda, cuda_sim); default: each "
+                             "workload's first run's kind")
     args = parser.parse_args()
     if not os.path.exists(args.db):
         raise SystemExit(f"no database at {args.db}; run bench/tune_convergence.py first or pass --db")
     cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
     with Database(args.db) as db:
         for wl in db.list_workloads():
-            task, groups = _successful_records(db, wl.key)
+            task, groups = _successful_records(db, wl.key, args.target)
             if task is None:
                 continue
             print(f"workload {wl.key}")
@@ -59,10 +63,12 @@ def main() -> None:
     cache.close()
 
 
-def _successful_records(db, workload_key: str) -> tuple[Task | None, dict[str, tuple[list, list]]]:
-    """The workload's task (on its first run's target) and its ok records: (configs, seconds)
-    per run and pooled. (None, {}) when the workload cannot be rebuilt in this process."""
-    runs = db.list_runs(workload_key)
+def _successful_records(db, workload_key: str, kind: str | None = None
+                        ) -> tuple[Task | None, dict[str, tuple[list, list]]]:
+    """The workload's task (on its first run's target, or ``kind``) and its ok records:
+    (configs, seconds) per run and pooled. (None, {}) when the workload has no run of that
+    kind or cannot be rebuilt in this process."""
+    runs = [r for r in db.list_runs(workload_key) if kind is None or r.target.kind == kind]
     if not runs:
         return None, {}
     first = runs[0]

@@ -1,7 +1,7 @@
 """On a real GPU: kernels built through CuPy give the reference answers; timing works.
 
 Marked ``gpu`` (skipped by default) and skipped anyway where no GPU is visible.
-Run with ``python -m pytest -m gpu tests/gpu`` (``bench/gpu_matmul.py`` does).
+Run with ``python -m pytest -m gpu tests/gpu`` (``bench/gpu_suite.sh`` does).
 """
 from __future__ import annotations
 
