@@ -383,7 +383,8 @@ def cupy_equivalent(task) -> tuple[Callable[[], object] | None, Callable[[], flo
 
 def _why_no_cublas_anchor(workload) -> str:
     """Why ``workload`` has no cuBLAS anchor ("" when it has one): a matmul-family op in
-    float32, float64 or float16 (accumulating in float16 or float32). With float16 inputs
+    float32, float64 or float16 (accumulating in float16 or float32, the result in either;
+    cuBLAS sums float16 products in float32 either way). With float16 inputs
     cuBLAS writes float16 (a float32 output would make CuPy cast the inputs up and lose the
     tensor cores): the anchor then writes half the bytes ours does, a bias in its favour."""
     p = workload.params
@@ -391,7 +392,8 @@ def _why_no_cublas_anchor(workload) -> str:
     if workload.name not in ("matmul", "batch_matmul", "dense"):
         return f"no anchor: no cuBLAS equivalent of {workload.name} here"
     accumulators = (None, dtype, "float32") if dtype == "float16" else (None, dtype)
-    if dtype not in ("float16", "float32", "float64") or out not in accumulators:
+    if dtype not in ("float16", "float32", "float64") or out not in accumulators \
+            or p.get("acc_dtype") not in accumulators:
         return f"no anchor: no cuBLAS path for {dtype} with a {out} result here"
     return ""
 

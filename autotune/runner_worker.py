@@ -49,14 +49,13 @@ class _Workspace:
     def __init__(self, workload_json: str, seed: int):
         import te
 
-        from .verify import ReferenceCheck, reduction_length
+        from .verify import reference_checks
 
         wl = te.workload_from_json(workload_json)
         self.workload = wl
         self.inputs = wl.random_inputs(seed)
         self.references = wl.reference(*self.inputs)
-        self.reduction = reduction_length(wl.outputs)
-        self.checks = [ReferenceCheck(r, self.reduction) for r in self.references]
+        self.checks = reference_checks(wl.outputs, self.references)
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
         self.flush = CacheFlusher()
 

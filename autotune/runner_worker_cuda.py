@@ -46,14 +46,14 @@ class _DeviceWorkspace:
 
         import te
 
-        from .verify import ReferenceCheck, reduction_length
+        from .verify import reference_checks
 
         wl = te.workload_from_json(workload_json)
         self.workload = wl
         host_inputs = wl.random_inputs(seed)
         self.inputs = [cupy.asarray(a) for a in host_inputs]
         references = wl.reference(*host_inputs)
-        self.checks = [ReferenceCheck(r, reduction_length(wl.outputs)) for r in references]
+        self.checks = reference_checks(wl.outputs, references)
         self.outputs = [cupy.empty(r.shape, dtype=r.dtype) for r in references]
 
 

@@ -40,10 +40,18 @@ from .expr import Binary, Call, Compare, Expr, Logical, Not, Reduce, Select, Ten
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
 _REGISTRY: dict[str, Callable[..., list[Tensor]]] = {}
+#: name -> parameters left out of a workload's params (and so of its key) while they hold
+#: their default: parameters added after databases keyed by the others were written.
+_KEYED_ONLY_WHEN_SET: dict[str, tuple[str, ...]] = {}
 
 
-def register_workload(name: str, *, override: bool = False):
-    """Decorator registering ``fn(**params) -> [inputs..., outputs...]`` under ``name``."""
+def register_workload(name: str, *, override: bool = False, keyed_only_when_set: tuple[str, ...] = ()):
+    """Decorator registering ``fn(**params) -> [inputs..., outputs...]`` under ``name``.
+
+    ``keyed_only_when_set``: parameters that appear in the workload's params and key only
+    when given a value other than their default. A parameter added to a registered
+    workload goes there, so that every key stored before it (which lacks it) still names
+    the same workload."""
     if not isinstance(name, str) or not name:
         raise WorkloadError(f"workload name must be a non-empty string, got {name!r}")
 
@@ -51,6 +59,7 @@ def register_workload(name: str, *, override: bool = False):
         if name in _REGISTRY and not override and _REGISTRY[name] is not fn:
             raise WorkloadError(f"workload {name!r} is already registered (pass override=True to replace it)")
         _REGISTRY[name] = fn
+        _KEYED_ONLY_WHEN_SET[name] = tuple(keyed_only_when_set)
         return fn
 
     return decorate
@@ -112,7 +121,9 @@ def _bind_params(name: str, fn: Callable, params: dict[str, Any]) -> dict[str, A
         raise WorkloadError(f"workload {name!r} is missing parameter(s) {', '.join(missing)}")
     bound = sig.bind(**params)
     bound.apply_defaults()
-    return dict(bound.arguments)
+    optional = _KEYED_ONLY_WHEN_SET.get(name, ())
+    return {k: v for k, v in bound.arguments.items()
+            if not (k in optional and v == sig.parameters[k].default)}
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,9 @@ PARAM_TYPES = {
 #: Help of the dtype parameters; their choices are the op's own (``accepted_dtypes``).
 DTYPE_HELP = {
     "dtype": "Element type of the inputs.",
-    "out_dtype": "Accumulation/output type (default: from dtype).",
+    "out_dtype": "Output type; without --acc-dtype also the accumulation type (default: from dtype).",
+    "acc_dtype": "Accumulate in this wider type, then cast the result to --out-dtype (default: dtype), "
+                 "as fp16 GEMM libraries do with float32.",
 }
 
 #: Help of the boolean parameters (their type comes from the default).

@@ -63,7 +63,7 @@ def float_dtype(op: str, name: str, value) -> str:
     return dtype(op, name, value, te.dtypes.FLOAT_DTYPES)
 
 
-def accumulator(op: str, in_dtype: str, out_dtype) -> str:
+def accumulator(op: str, in_dtype: str, out_dtype, name: str = "out_dtype") -> str:
     """The dtype a reduction over ``in_dtype`` products accumulates in.
 
     Default: int32 for integer inputs (int8 x int8 would overflow int8), else the input
@@ -71,14 +71,32 @@ def accumulator(op: str, in_dtype: str, out_dtype) -> str:
     """
     if out_dtype is None:
         return "int32" if te.dtypes.is_int(in_dtype) and te.dtypes.bits(in_dtype) < 32 else in_dtype
-    dtype(op, "out_dtype", out_dtype)
+    dtype(op, name, out_dtype)
     same_kind = te.dtypes.is_float(out_dtype) == te.dtypes.is_float(in_dtype)
     if not same_kind or te.dtypes.bits(out_dtype) < te.dtypes.bits(in_dtype):
         raise te.DTypeError(
-            f"{op}: out_dtype {out_dtype} cannot accumulate {in_dtype} inputs; "
+            f"{op}: {name} {out_dtype} cannot accumulate {in_dtype} inputs; "
             f"use a dtype of the same kind that is at least as wide"
         )
     return out_dtype
+
+
+def accumulator_and_output(op: str, in_dtype: str, out_dtype, acc_dtype) -> tuple[str, str]:
+    """(accumulator dtype, output dtype) of a reduction over ``in_dtype`` products.
+
+    Without ``acc_dtype`` both are ``accumulator(op, in_dtype, out_dtype)``, as before.
+    With it, the reduction accumulates in ``acc_dtype`` (same kind as the inputs, at least
+    as wide) and the result is cast to ``out_dtype``, by default the input dtype: float16
+    inputs with ``acc_dtype="float32"`` give a float16 result summed in float32, as fp16
+    GEMM libraries compute it."""
+    if acc_dtype is None:
+        acc = accumulator(op, in_dtype, out_dtype)
+        return acc, acc
+    acc = accumulator(op, in_dtype, acc_dtype, name="acc_dtype")
+    out = in_dtype if out_dtype is None else dtype(op, "out_dtype", out_dtype)
+    if te.dtypes.is_float(out) != te.dtypes.is_float(acc):
+        raise te.DTypeError(f"{op}: out_dtype {out} and acc_dtype {acc} must both be float or both integer")
+    return acc, out
 
 
 def flag(op: str, name: str, value) -> bool:

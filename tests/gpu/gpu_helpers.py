@@ -8,7 +8,7 @@ import numpy as np
 
 import te
 import schedule
-from autotune.verify import mismatch, reduction_length
+from autotune.verify import reference_checks
 from schedule.passes import lower_gpu
 from schedule.space import ConfigSpace, _split_levels
 
@@ -83,7 +83,7 @@ def check_sampled(name: str, params: dict, count: int, seed: int, compile: bool 
     space = ConfigSpace.from_workload(wl, "cuda")
     inputs = wl.random_inputs(seed)
     refs = wl.reference(*inputs)
-    red = reduction_length(wl.outputs)
+    checks = reference_checks(wl.outputs, refs)
     configs = sample_configs(space, count, seed)
 
     def one(config):
@@ -99,8 +99,8 @@ def check_sampled(name: str, params: dict, count: int, seed: int, compile: bool 
         module = emulator.build_program(program)
         outs = [np.full(r.shape, np.nan, dtype=r.dtype) for r in refs]
         module(*inputs, *outs)
-        for out, ref in zip(outs, refs):
-            problem = mismatch(out, ref, red)
+        for out, check in zip(outs, checks):
+            problem = check(out)
             assert problem is None, f"{name} {config}: {problem}"
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # NVRTC in one, gcc in the other

@@ -18,8 +18,9 @@ from gpu_helpers import check_sampled, sample_configs
 needs_nvrtc = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC not installed (pip install -e '.[cuda]')")
 
 # Small shapes, float32 and float16 (with float32 accumulation where the op takes an
-# out_dtype): the default suite checks 30 configs per case (290 in all: softmax's space
-# holds 25), the slow one 60 more per case (530), each compiled by NVRTC and emulated.
+# out_dtype, or summed in float32 and cast back with acc_dtype): the default suite checks
+# 30 configs per case (350 in all: softmax's space holds 25), the slow one 60 more per case
+# (650), each compiled by NVRTC and emulated.
 DEFAULT = {
     "matmul": ("matmul", dict(M=32, N=32, K=32)),
     "matmul_f16_f32": ("matmul", dict(M=32, N=32, K=32, dtype="float16", out_dtype="float32")),
@@ -29,6 +30,8 @@ DEFAULT = {
                                       out_dtype="float32")),
     "dense": ("dense", dict(M=32, N=32, K=32, bias=True, relu=True)),
     "dense_f16": ("dense", dict(M=32, N=32, K=32, bias=True, relu=True, dtype="float16")),
+    "dense_f16_acc32": ("dense", dict(M=32, N=32, K=32, bias=True, relu=True, dtype="float16", acc_dtype="float32")),
+    "matmul_f16_acc32": ("matmul", dict(M=32, N=32, K=32, dtype="float16", acc_dtype="float32")),
     "batch_matmul_f16_f32": ("batch_matmul", dict(B=2, M=16, N=16, K=16, dtype="float16", out_dtype="float32")),
     "softmax": ("softmax", dict(shape=[16, 32])),
     "softmax_f16": ("softmax", dict(shape=[16, 32], dtype="float16")),
