@@ -177,16 +177,13 @@ class LocalRunner(Runner):
     def _run_one(self, task, build: BuildResult, best_cost: float | None) -> MeasureResult:
         options = dict(vars(self.options), best_cost=best_cost)
         t0 = time.perf_counter()
-        self._send_to_worker(task, ("run", build.artifact, "kernel", options))
+        self._ensure(task)
+        self._send.send(("run", build.artifact, "kernel", options))
         status, payload = self._reply(self.timeout)
         run_s = time.perf_counter() - t0
         if status == Status.OK:
             return MeasureResult(Status.OK, costs=list(payload), build_s=build.build_s, run_s=run_s)
         return MeasureResult(status, error=payload, build_s=build.build_s, run_s=run_s)
-
-    def _send_to_worker(self, task, message) -> None:
-        self._ensure(task)
-        self._send.send(message)
 
     def _reply(self, timeout: float):
         """The worker's (status, payload) for the message sent (``_wait``). A worker that
@@ -203,7 +200,8 @@ class LocalRunner(Runner):
         from .targets import require_measurable
 
         require_measurable(task.target)
-        self._send_to_worker(task, ("final", [b.artifact for b in builds], "kernel", vars(options)))
+        self._ensure(task)
+        self._send.send(("final", [b.artifact for b in builds], "kernel", vars(options)))
         status, payload = self._reply(self.timeout * (len(builds) + 1) * options.rounds + self.setup_timeout)
         if status != Status.OK:
             raise RuntimeError(f"the final timing failed: {payload}")

@@ -11,7 +11,9 @@ die_with_parent``), and leaves when its inbox closes. Messages over a pipe:
     ("final", artifacts, function, options) -> (status, payload)
 
 where status is a ``tuning_db.Status``: ok (payload: list of seconds; for "final" an
-``final_timing.InterleavedTimes``), wrong_answer or runtime_error (payload: a message).
+``final_timing.InterleavedTimes``), wrong_answer or runtime_error (payload: a message). A
+reply may carry a third element, "exiting": the process found its device unusable (a
+GPU's after a fault) and exits; the runner starts another for the next message.
 "final" times the given kernels and the anchor (NumPy's version of the workload, on the
 same inputs) in interleaved rounds, on copies of the arrays placed anew for every round
 (``final_timing``). ``workload_json`` is the task's workload as
