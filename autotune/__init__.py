@@ -8,6 +8,7 @@
     with tuning_db.apply_best(db):
         f = autotune.build(task)          # the best stored schedule, else a default one
     task = autotune.Task.from_tensors([A, x, y], name="my_gemv")   # any expression, registered or not
+    autotune.tune_graph(graph, trials=2000, db=db); autotune.build_graph(graph, db=db)  # networks
 
 Public names are loaded on first use: ``import autotune`` stays cheap (the measuring
 process imports this package, and the cost model pulls in XGBoost, which takes
@@ -30,6 +31,7 @@ _EXPORTS = {
     "parse_target": "targets", "register_autotune_parts": "targets", "AutotuneParts": "targets",
     "make_tuner": "tuners",
     "replay": "replaying", "Recording": "replaying", "ReplayReport": "replay_report",
+    "Graph": "graph", "tune_graph": "graph", "build_graph": "graph",
 }
 __all__ = sorted(_EXPORTS)
 

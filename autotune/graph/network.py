@@ -1,0 +1,250 @@
+"""A network of library ops, built in Python: what ``tune_graph`` splits into tasks.
+
+    g = Graph("mlp")
+    x = g.input("x", (64, 1024))
+    h = g.relu(g.dense(x, g.param("w1", (4096, 1024)), g.param("b1", (4096,))))
+    y = g.dense(h, g.param("w2", (1024, 4096)), g.param("b2", (1024,)))
+    g.output("y", y)
+    g.run_numpy(x=...)          # {"y": ...}: the network on NumPy, op by op
+
+A ``Value`` is one node's result (or an input or a parameter): a name, a shape, a dtype.
+Parameters are the network's weights: arrays fixed when the graph is built (given, or
+drawn from a seeded generator), passed to its kernels as inputs. Each op knows two things:
+how to build its ``te`` compute from the tensors of its operands (the tasks are made of
+these), and how to compute it with NumPy (the independent reference ``run_numpy`` gives).
+
+Ops: ``dense`` (x (M, K) times w (N, K) transposed, plus an optional bias, as a linear
+layer), ``matmul``, ``bias_add``, ``add`` (same shapes), ``relu``, ``gelu`` (exact, erf),
+``layernorm`` (over the last axis), ``softmax`` (over the last axis). The first four with a
+reduction are *anchors*; the element-wise ones fuse into them (``partition``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import te
+from te import dtypes
+
+
+class GraphError(ValueError):
+    """A graph built wrong (a shape mismatch, a name used twice, an unknown value)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """A value of the graph: what an input, a parameter or a node produces."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    graph: "Graph" = field(repr=False)
+
+    def __repr__(self):
+        return f"Value({self.name}, {self.shape}, {self.dtype})"
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """One op: whether it reduces (an anchor of fusion), its te builder over operand
+    tensors, and its NumPy version over operand arrays."""
+
+    name: str
+    reduces: bool
+    build: Callable[..., "te.Tensor"]      # (tensors..., name=..., **attrs) -> tensor
+    numpy: Callable[..., np.ndarray]       # (arrays..., **attrs) -> array
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    kind: OpKind
+    inputs: tuple[Value, ...]
+    output: Value
+    attrs: dict = field(default_factory=dict)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf
+
+    return erf(x)
+
+
+def _np_layernorm(x, gamma, beta, eps):
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=-1, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=-1, keepdims=True)
+    return ((x64 - mean) / np.sqrt(var + eps) * gamma + beta).astype(x.dtype)
+
+
+def _np_softmax(x):
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)
+
+
+def _te_bias_add(X, b, name):
+    return te.compute(X.shape, lambda *i: X[i] + b[i[-1]], name=name, tag="elementwise")
+
+
+def _te_gelu(X, name):
+    return te.compute(X.shape, lambda *i: te.ops.gelu(X[i]), name=name, tag="elementwise")
+
+
+def _te_dense(X, W, *bias, name):
+    return te.ops.dense(X, W, bias[0] if bias else None)
+
+
+DENSE = OpKind("dense", True, _te_dense,
+               lambda x, w, *b: (x.astype(np.float64) @ w.astype(np.float64).T
+                                 + (b[0].astype(np.float64) if b else 0)).astype(x.dtype))
+MATMUL = OpKind("matmul", True, lambda A, B, name: te.ops.matmul(A, B, name=name),
+                lambda a, b: (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype))
+LAYERNORM = OpKind("layernorm", True, lambda X, g, b, name, eps: te.ops.layer_norm(X, g, b, eps),
+                   _np_layernorm)
+SOFTMAX = OpKind("softmax", True, lambda X, name: te.ops.softmax(X, axis=-1), _np_softmax)
+BIAS_ADD = OpKind("bias_add", False, _te_bias_add, lambda x, b: x + b)
+ADD = OpKind("add", False, lambda X, Y, name: te.ops.add(X, Y, name=name), lambda x, y: x + y)
+RELU = OpKind("relu", False, lambda X, name: te.ops.relu(X, name=name), lambda x: np.maximum(x, 0))
+GELU = OpKind("gelu", False, _te_gelu,
+              lambda x: (0.5 * x.astype(np.float64) * (1 + _erf(x.astype(np.float64) / math.sqrt(2))))
+              .astype(x.dtype))
+
+
+class Graph:
+    """A network: inputs, parameters, nodes in the order they were added, named outputs."""
+
+    def __init__(self, name: str = "graph", seed: int = 0):
+        self.name = name
+        self.inputs: list[Value] = []
+        self.params: dict[Value, np.ndarray] = {}
+        self.nodes: list[Node] = []
+        self.outputs: dict[str, Value] = {}
+        self._names: set[str] = set()
+        self._rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------ values
+
+    def _value(self, name: str, shape, dtype: str) -> Value:
+        if name in self._names:
+            raise GraphError(f"graph {self.name!r}: the name {name!r} is used twice")
+        if dtype not in dtypes.FLOAT_DTYPES:
+            raise GraphError(f"graph {self.name!r}: {name} is {dtype}; graphs take float dtypes "
+                             f"({', '.join(dtypes.FLOAT_DTYPES)})")
+        shape = tuple(int(d) for d in shape)
+        if not shape or any(d <= 0 for d in shape):
+            raise GraphError(f"graph {self.name!r}: {name} has shape {shape}; extents must be positive")
+        self._names.add(name)
+        return Value(name, shape, dtype, self)
+
+    def input(self, name: str, shape, dtype: str = "float32") -> Value:
+        """An input of the network, given by name when it runs."""
+        v = self._value(name, shape, dtype)
+        self.inputs.append(v)
+        return v
+
+    def param(self, name: str, shape=None, dtype: str = "float32", value: np.ndarray | None = None) -> Value:
+        """A weight: ``value`` as given, or drawn from the graph's seeded generator (uniform,
+        scaled by 1/sqrt of the last extent, as a layer's initialisation)."""
+        if value is not None:
+            value = np.ascontiguousarray(value)
+            shape, dtype = value.shape, str(value.dtype)
+        v = self._value(name, shape, dtype)
+        if value is None:
+            bound = 1.0 / math.sqrt(v.shape[-1])
+            value = self._rng.uniform(-bound, bound, size=v.shape).astype(dtypes.numpy_dtype(dtype))
+        self.params[v] = value
+        return v
+
+    def output(self, name: str, value: Value) -> None:
+        self._own(value)
+        if name in self.outputs:
+            raise GraphError(f"graph {self.name!r}: output {name!r} is named twice")
+        self.outputs[name] = value
+
+    def _own(self, *values: Value) -> None:
+        for v in values:
+            if not isinstance(v, Value) or v.graph is not self:
+                raise GraphError(f"graph {self.name!r}: {v!r} is not a value of this graph")
+
+    def _node(self, kind: OpKind, inputs, shape, dtype: str, **attrs) -> Value:
+        self._own(*inputs)
+        out = self._value(f"{kind.name}{len(self.nodes)}", shape, dtype)
+        self.nodes.append(Node(kind, tuple(inputs), out, attrs))
+        return out
+
+    # ------------------------------------------------------------ ops
+
+    def dense(self, x: Value, w: Value, bias: Value | None = None) -> Value:
+        """``x @ w.T (+ bias)``: x (M, K), w (N, K), bias (N,)."""
+        self._own(x, w, *([bias] if bias is not None else []))
+        if len(x.shape) != 2 or len(w.shape) != 2 or x.shape[1] != w.shape[1]:
+            raise GraphError(f"dense: x is {x.shape} and w is {w.shape}; they must be (M, K) and (N, K)")
+        if bias is not None and bias.shape != (w.shape[0],):
+            raise GraphError(f"dense: bias must have shape ({w.shape[0]},), got {bias.shape}")
+        inputs = (x, w) if bias is None else (x, w, bias)
+        return self._node(DENSE, inputs, (x.shape[0], w.shape[0]), x.dtype)
+
+    def matmul(self, a: Value, b: Value) -> Value:
+        self._own(a, b)
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+            raise GraphError(f"matmul: a is {a.shape} and b is {b.shape}; they must be (M, K) and (K, N)")
+        return self._node(MATMUL, (a, b), (a.shape[0], b.shape[1]), a.dtype)
+
+    def bias_add(self, x: Value, b: Value) -> Value:
+        self._own(x, b)
+        if b.shape != (x.shape[-1],):
+            raise GraphError(f"bias_add: bias must have shape ({x.shape[-1]},) for x {x.shape}, got {b.shape}")
+        return self._node(BIAS_ADD, (x, b), x.shape, x.dtype)
+
+    def add(self, a: Value, b: Value) -> Value:
+        self._own(a, b)
+        if a.shape != b.shape:
+            raise GraphError(f"add: shapes {a.shape} and {b.shape} differ (no broadcasting)")
+        return self._node(ADD, (a, b), a.shape, a.dtype)
+
+    def relu(self, x: Value) -> Value:
+        return self._node(RELU, (x,), x.shape, x.dtype)
+
+    def gelu(self, x: Value) -> Value:
+        return self._node(GELU, (x,), x.shape, x.dtype)
+
+    def layernorm(self, x: Value, gamma: Value, beta: Value, eps: float = 1e-5) -> Value:
+        self._own(x, gamma, beta)
+        if len(x.shape) != 2 or gamma.shape != (x.shape[1],) or beta.shape != (x.shape[1],):
+            raise GraphError(f"layernorm: x must be (M, N) with gamma and beta (N,), got {x.shape}, "
+                             f"{gamma.shape}, {beta.shape}")
+        return self._node(LAYERNORM, (x, gamma, beta), x.shape, x.dtype, eps=eps)
+
+    def softmax(self, x: Value) -> Value:
+        return self._node(SOFTMAX, (x,), x.shape, x.dtype)
+
+    # ------------------------------------------------------------ running
+
+    def consumers(self, value: Value) -> list[Node]:
+        return [n for n in self.nodes if value in n.inputs]
+
+    def check_inputs(self, arrays: dict) -> dict[Value, np.ndarray]:
+        """The arrays for the graph's inputs, by name; GraphError naming what is wrong."""
+        names = {v.name for v in self.inputs}
+        unknown, missing = sorted(set(arrays) - names), sorted(names - set(arrays))
+        if unknown or missing:
+            raise GraphError(f"graph {self.name!r} takes inputs {', '.join(sorted(names))}"
+                             + (f"; missing {', '.join(missing)}" if missing else "")
+                             + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+        values = {}
+        for v in self.inputs:
+            a = np.asarray(arrays[v.name])
+            if a.shape != v.shape or a.dtype != dtypes.numpy_dtype(v.dtype):
+                raise GraphError(f"input {v.name}: expected {v.dtype} {v.shape}, got {a.dtype} {a.shape}")
+            values[v] = np.ascontiguousarray(a)
+        return values
+
+    def run_numpy(self, **inputs) -> dict[str, np.ndarray]:
+        """The network computed op by op with NumPy (float64 inside each op): the reference."""
+        values = {**self.check_inputs(inputs), **self.params}
+        for node in self.nodes:
+            values[node.output] = node.kind.numpy(*(values[v] for v in node.inputs), **node.attrs)
+        return {name: values[v] for name, v in self.outputs.items()}

@@ -1,0 +1,148 @@
+"""Whole networks (``autotune.graph``): partitioning into tasks, the task scheduler, and a
+tuned network built and checked against the same network on NumPy."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import tuning_db
+from autotune.graph import (Graph, GraphError, GradientScheduler, RoundRobinScheduler, TaskState, build_graph,
+                            fuse, partition, tune_graph)
+from tuning_db import NoTunedConfigWarning
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def mlp(layers: int = 4, batch: int = 8, wide: int = 64, narrow: int = 32) -> Graph:
+    """Layers alternating narrow -> wide -> narrow, relu between them."""
+    g = Graph("mlp")
+    h = g.input("x", (batch, narrow))
+    for n in range(layers):
+        n_in, n_out = (narrow, wide) if n % 2 == 0 else (wide, narrow)
+        h = g.dense(h, g.param(f"w{n}", (n_out, n_in)), g.param(f"b{n}", (n_out,)))
+        if n < layers - 1:
+            h = g.relu(h)
+    g.output("y", h)
+    return g
+
+
+def encoder_block(seq: int = 16, d: int = 32, hidden: int = 64) -> Graph:
+    """layernorm -> dense -> gelu -> dense -> + residual, then a softmax head."""
+    g = Graph("block")
+    x = g.input("x", (seq, d))
+    n = g.layernorm(x, g.param("gamma", (d,)), g.param("beta", (d,)))
+    h = g.gelu(g.dense(n, g.param("w1", (hidden, d)), g.param("b1", (hidden,))))
+    y = g.add(g.dense(h, g.param("w2", (d, hidden)), g.param("b2", (d,))), x)
+    g.output("y", y)
+    g.output("p", g.softmax(y))
+    return g
+
+
+def test_identical_layers_are_one_task_with_a_weight():
+    groups, tasks = partition(mlp(layers=4))
+    assert [g.kinds for g in groups] == ["dense_relu", "dense_relu", "dense_relu", "dense"]
+    assert sorted(t.weight for t in tasks) == [1, 1, 2]  # the two narrow->wide layers are one task
+    assert groups[0].task_key == groups[2].task_key != groups[1].task_key
+    assert len({t.task.key for t in tasks}) == 3
+
+
+def test_fusion_stops_at_a_shared_value_and_at_an_output():
+    g = encoder_block()
+    kinds = [grp.kinds for grp in fuse(g)]
+    # the residual add joins the second dense; y is an output, so the softmax starts its own group
+    assert kinds == ["layernorm", "dense_gelu", "dense_add", "softmax"]
+    shared = Graph("shared")
+    x = shared.input("x", (4, 8))
+    d = shared.dense(x, shared.param("w", (8, 8)))
+    shared.output("a", shared.relu(d))
+    shared.output("b", shared.gelu(d))  # d has two readers: neither joins its group
+    assert [grp.kinds for grp in fuse(shared)] == ["dense", "relu", "gelu"]
+
+
+def test_a_graph_built_wrong_says_where():
+    g = Graph("bad")
+    x = g.input("x", (4, 8))
+    with pytest.raises(GraphError, match=r"dense: x is \(4, 8\) and w is \(8, 5\)"):
+        g.dense(x, g.param("w", (8, 5)))
+    with pytest.raises(GraphError, match="used twice"):
+        g.input("x", (2,))
+    with pytest.raises(GraphError, match=r"add: shapes \(4, 8\) and \(8, 4\) differ"):
+        g.add(x, g.input("z", (8, 4)))
+    g.output("y", g.relu(x))
+    with pytest.raises(GraphError, match="takes inputs x, z; missing x, z; unknown q"):
+        g.run_numpy(q=np.zeros((4, 8), np.float32))
+
+
+def _curve_tuner(curves: dict):
+    """A stand-in for tuning: task -> best seconds as a function of its trials."""
+    def run(task, total):
+        return total, curves[task.key](total)
+    return run
+
+
+def test_the_gradient_scheduler_spends_on_what_lowers_the_network_latency():
+    g = mlp(layers=4)
+    _, tasks = partition(g)
+    heavy = next(t for t in tasks if t.weight == 2).task.key
+    # The weight-2 task is slow and keeps improving; the others are fast, and as fast as they
+    # get after one batch: the network's time is in the first.
+    curves = {t.task.key: (lambda n: 1e-3 / math.sqrt(n)) if t.task.key == heavy else (lambda n: 1e-5)
+              for t in tasks}
+    seen = []  # (trials so far, estimated network latency) after each gradient batch
+    gradient = tune_graph(g, trials=640, db=None, batch=32, tune_task=_curve_tuner(curves),
+                          progress=lambda result, i: seen.append((result.trials, result.latency)))
+    robin = tune_graph(g, trials=640, db=None, batch=32, scheduler="round_robin", tune_task=_curve_tuner(curves))
+    heavy_index = [t.task.key for t in gradient.tasks].index(heavy)
+    assert gradient.picks[:3] == [0, 1, 2]  # the warm-up round
+    assert gradient.picks.count(heavy_index) > 0.6 * len(gradient.picks)
+    assert robin.picks.count(heavy_index) == len(robin.picks) // 3 + (len(robin.picks) % 3 > heavy_index)
+    assert gradient.latency < robin.latency
+    assert gradient.trials == robin.trials == 640
+    # The issue's bar: round-robin's final latency within 60 % of its trials.
+    reached = next(trials for trials, latency in seen if latency <= robin.latency)
+    assert reached <= 0.6 * 640
+
+
+def test_a_task_with_nothing_valid_yet_comes_first():
+    states = [TaskState(1, 1000, "dense"), TaskState(1, 1000, "dense")]
+    s = GradientScheduler(states, epsilon=0.0)
+    s.record(s.next_task(), 32, 1e-3)
+    s.record(s.next_task(), 32, math.inf)  # every trial of task 1 failed
+    assert s.next_task() == 1
+    robin = RoundRobinScheduler([TaskState(1, 1, "a"), TaskState(1, 1, "b")])
+    assert [robin.next_task() for _ in range(4)] == [0, 1, 0, 1]
+
+
+def test_a_tuned_network_matches_numpy_and_a_second_run_continues(tmp_path):
+    g = encoder_block()
+    with tuning_db.Database(tmp_path / "net.db") as db:
+        first = tune_graph(g, trials=32, db=db, tuner="random", batch=8)
+        assert first.trials == 32 and all(s.trials >= 8 for s in first.states)
+        assert all(math.isfinite(s.best) for s in first.states)
+        again = tune_graph(g, trials=16, db=db, tuner="random", batch=8)
+        assert again.trials == 48  # each task continues from its stored records
+        assert sum(len(db.records_for_task(t.task.key, None)) for t in again.tasks) == 48
+        net = build_graph(g, db=db)
+    assert net.untuned() == []
+    x = np.random.default_rng(3).uniform(-1, 1, (16, 32)).astype(np.float32)
+    got, want = net(x=x), g.run_numpy(x=x)
+    assert set(got) == {"y", "p"}
+    for name in got:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+
+
+def test_an_untuned_network_builds_with_default_schedules_and_says_so(tmp_path):
+    g = mlp(layers=2)
+    with tuning_db.Database(tmp_path / "empty.db") as db, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        net = build_graph(g, db=db)
+    assert len(net.untuned()) == 2
+    assert sum(issubclass(w.category, NoTunedConfigWarning) for w in caught) == 2
+    x = np.ones((8, 32), np.float32)
+    np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)
