@@ -15,8 +15,8 @@ tuner kept alive per task would avoid it.)
 
 ``build_graph`` builds each distinct task once with its best stored config (``autotune.build``;
 a task never tuned gets the default schedule and the warning saying so) and runs the
-groups in order, each kernel writing a fresh array for its result; the parameters are
-the graph's, packed once at build time.
+groups in order; the parameters are the graph's, packed once at build time, and the
+intermediate results share buffers planned by lifetime.
 """
 from __future__ import annotations
 
@@ -126,7 +126,10 @@ class GraphModule:
 
     The parameters are packed once, here, into the layout each kernel's schedule chose
     (``CPUModule.pack``; a kernel that reads a weight as laid out gets the array itself),
-    so no call pays for it."""
+    so no call pays for it. Intermediate results live in buffers planned here by lifetime
+    (``plan_buffers``): a buffer whose value has no reader left is reused by a later
+    group, so a chain of layers ping-pongs between two buffers. The outputs are fresh
+    arrays on every call."""
 
     def __init__(self, graph: Graph, groups: list[Group], kernels: dict):
         self.graph = graph
@@ -134,11 +137,14 @@ class GraphModule:
         self.kernels = kernels  # task key -> built module (with .config and .record)
         self._weights = [{n: _packed(kernels[g.task_key], n, graph.params[v])
                           for n, v in enumerate(g.inputs) if v in graph.params} for g in groups]
+        self.buffers = plan_buffers(groups, set(graph.outputs.values()))
 
     def __call__(self, **inputs) -> dict[str, np.ndarray]:
         values = self.graph.check_inputs(inputs)
-        for g, weights in zip(self.groups, self._weights):
-            out = np.empty(g.output.shape, dtype=dtypes.numpy_dtype(g.output.dtype))
+        for i, (g, weights) in enumerate(zip(self.groups, self._weights)):
+            out = self.buffers.get(i)
+            if out is None:  # a graph output: the caller keeps it
+                out = np.empty(g.output.shape, dtype=dtypes.numpy_dtype(g.output.dtype))
             args = [weights[n] if n in weights else values[v] for n, v in enumerate(g.inputs)]
             self.kernels[g.task_key](*args, out)
             values[g.output] = out
@@ -147,6 +153,33 @@ class GraphModule:
     def untuned(self) -> list[str]:
         """The task keys built with the default schedule (nothing stored for them)."""
         return [key for key, k in self.kernels.items() if k.record is None]
+
+
+def plan_buffers(groups: list[Group], outputs: set) -> dict[int, np.ndarray]:
+    """For each group whose result is not a graph output, the array it writes: after the
+    last group reading a result, its buffer is free, and a later result of the same bytes
+    or fewer takes it (viewed in its shape and dtype) instead of a new one."""
+    last_reader = {}
+    for i, g in enumerate(groups):
+        for v in g.inputs:
+            last_reader[v] = i
+    free: list[np.ndarray] = []  # flat byte buffers no live value uses
+    held: dict = {}  # value -> its byte buffer
+    planned: dict[int, np.ndarray] = {}
+    for i, g in enumerate(groups):
+        for v in [v for v, buf in held.items() if last_reader.get(v, -1) < i]:
+            free.append(held.pop(v))
+        if g.output in outputs:
+            continue
+        dtype = dtypes.numpy_dtype(g.output.dtype)
+        nbytes = int(np.prod(g.output.shape)) * dtype.itemsize
+        fits = [b for b in free if b.nbytes >= nbytes]
+        buf = min(fits, key=lambda b: b.nbytes) if fits else np.empty(nbytes, dtype=np.uint8)
+        if fits:
+            free.remove(buf)
+        held[g.output] = buf
+        planned[i] = buf[:nbytes].view(dtype).reshape(g.output.shape)
+    return planned
 
 
 def _packed(kernel, position: int, array: np.ndarray):

@@ -137,6 +137,18 @@ def test_a_tuned_network_matches_numpy_and_a_second_run_continues(tmp_path):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
 
 
+def test_intermediate_results_share_buffers_by_lifetime():
+    from autotune.graph.tuning import plan_buffers
+
+    g = mlp(layers=4)
+    groups = fuse(g)
+    planned = plan_buffers(groups, set(g.outputs.values()))
+    assert sorted(planned) == [0, 1, 2]  # the last group writes the output: a fresh array per call
+    assert np.shares_memory(planned[0], planned[2])  # layer 0's result is dead once layer 1 ran
+    assert not np.shares_memory(planned[0], planned[1]) and not np.shares_memory(planned[1], planned[2])
+    assert [planned[i].shape for i in range(3)] == [(8, 64), (8, 32), (8, 64)]
+
+
 def test_an_untuned_network_builds_with_default_schedules_and_says_so(tmp_path):
     g = mlp(layers=2)
     with tuning_db.Database(tmp_path / "empty.db") as db, warnings.catch_warnings(record=True) as caught:

@@ -8,7 +8,6 @@ from the emulator's own checks.
 from __future__ import annotations
 
 import json
-import random
 import re
 import signal
 import subprocess
@@ -28,6 +27,8 @@ from autotune.runner import TimingOptions
 from backends import backend_for, nvrtc
 from backends.cuda_sim import EMULATOR_SEPARATOR, SimulatedKernels
 
+from test_measure import distinct_configs
+
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (pip install -e '.[cuda]')")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,16 +42,6 @@ def cache(tmp_path, monkeypatch):
 
 def _task(target: str = "cuda_sim") -> Task:
     return Task.from_workload(te.create_workload("matmul", M=SIZE, N=SIZE, K=SIZE), target=target)
-
-
-def _configs(task: Task, count: int, seed: int = 0):
-    rng = random.Random(seed)
-    found = []
-    while len(found) < count:
-        config = task.space.sample(rng)
-        if config not in found:
-            found.append(config)
-    return found
 
 
 def _edited_build(task: Task, config, edit) -> object:
@@ -82,7 +73,7 @@ def test_the_simulated_kind_stands_for_cuda_and_says_so():
 
 def test_runner_checks_on_the_emulator_and_reports_the_model_deterministically():
     task = _task()
-    configs = _configs(task, 6)
+    configs = distinct_configs(task, 6)
     builds = LocalBuilder(n_workers=2).build([MeasureInput(task, c) for c in configs])
     assert all(b.status is Status.OK for b in builds), [b.error for b in builds]
     with targets.make_runner(task.target, options=TimingOptions(rounds=2)) as runner:
@@ -97,7 +88,7 @@ def test_runner_checks_on_the_emulator_and_reports_the_model_deterministically()
 
 def test_a_wrong_or_out_of_bounds_kernel_costs_one_trial():
     task = _task()
-    config = _configs(task, 1)[0]
+    config = distinct_configs(task, 1)[0]
     good = LocalBuilder(n_workers=1).build([MeasureInput(task, config)])[0]
 
     def scale_output(c: str) -> str:  # every element of C written twice as large

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,8 @@ from autotune.runner import TimingOptions
 from autotune.runner_cuda import CudaRunner
 from backends import backend_for, cuda
 from backends.cuda_launch import ArrayShape, KernelLaunch, LaunchManifest
+
+from gpu_helpers import sample_configs
 
 pytestmark = [
     pytest.mark.gpu,
@@ -55,12 +56,7 @@ def _hand_kernel(task: Task, body: str) -> str:
 
 
 def _built(task: Task, count: int, seed: int = 0):
-    rng = random.Random(seed)
-    configs = []
-    while len(configs) < count:
-        config = task.space.sample(rng)
-        if config not in configs:
-            configs.append(config)
+    configs = sample_configs(task.space, count, seed)
     builds = LocalBuilder(n_workers=2).build([MeasureInput(task, c) for c in configs])
     return [b for b in builds if b.status is Status.OK]
 
