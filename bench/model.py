@@ -13,8 +13,9 @@ after each layer but the last (``autotune.graph``; two distinct tasks of weight 
 2. In a fresh process: the network rebuilt from the gradient run's database
    (``build_graph``: each task's best stored config, weights packed once) and timed
    alternately with NumPy composed of the same steps (``x @ w.T``, ``+= b``, ``maximum``
-   on preallocated buffers, OpenBLAS's threads), five rounds of at least 0.2 s each; the
-   medians and their ratio. The outputs are checked against ``Graph.run_numpy`` first.
+   on preallocated buffers, OpenBLAS's threads at their default settings), five rounds of
+   at least 0.2 s each, a pause before each timing; the medians and their ratio. The
+   outputs are checked against ``Graph.run_numpy`` first.
 """
 from __future__ import annotations
 
@@ -68,6 +69,11 @@ def numpy_composed(g):
     return run
 
 
+#: Pause before each timing: OpenBLAS's threads spin about 0.1 s after NumPy's last call
+#: (on the cores the network's kernels need), OpenMP's a few milliseconds after ours.
+SETTLE_S = 0.3
+
+
 def seconds_per_call(fn, min_time: float = 0.2) -> float:
     fn()
     calls, t0 = 0, time.perf_counter()
@@ -92,6 +98,7 @@ def retime(db: str) -> dict:
     for round_ in range(5):
         pair = [(ours, lambda: net(x=x)), (theirs, lambda: anchor(x))]
         for times, fn in (pair if round_ % 2 == 0 else pair[::-1]):
+            time.sleep(SETTLE_S)
             times.append(seconds_per_call(fn))
     return {"ours_ms": statistics.median(ours) * 1e3, "numpy_ms": statistics.median(theirs) * 1e3,
             "untuned": net.untuned()}
