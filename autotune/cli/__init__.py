@@ -4,12 +4,14 @@ defined in a Python file, and ``autotune log`` for the database.
     autotune matmul -M 1024 -N 1024 -K 1024 --trials 1000
     autotune tune --workload-file my_ops.py:my_gemv -p N=4096 -p K=4096
     autotune log top --workload matmul -k 5
+    autotune model net.onnx --trials 2000
 
 Modules, one noun each: ``tune_cmd`` (the op commands, generated from the workload
 signatures, and ``tune --workload-file``), ``log_cmd`` (database inspection), ``options``
 (shared options and types: one ``--workload``, ``--target``, ``--db`` and ``--json`` for
 every command that has them), ``report`` (progress bar and summary), ``replay_cmd``
-(``sample`` and ``replay``: search strategies compared on recorded measurements). Every command is a thin layer over the library
+(``sample`` and ``replay``: search strategies compared on recorded measurements),
+``model_cmd`` (``model``: a network from an ONNX file). Every command is a thin layer over the library
 (``autotune.tune``, ``tuning_db.Database``); the library's own errors (``TaskError``,
 ``DatabaseError``, ``ValueError``) become a one-line ``Error: ...`` and exit status 1,
 bad options a usage error with status 2. ``AUTOTUNE_DEBUG=1`` shows their tracebacks.
@@ -25,6 +27,7 @@ import sys
 import click
 
 from .log_cmd import log_group
+from .model_cmd import model_cmd
 from .replay_cmd import replay_cmd, sample_cmd
 from .tune_cmd import op_commands, tune_file_cmd
 
@@ -115,6 +118,7 @@ def cli():
 for _command in op_commands():
     cli.add_command(_command)
 cli.add_command(tune_file_cmd)
+cli.add_command(model_cmd)
 cli.add_command(log_group)
 cli.add_command(sample_cmd)
 cli.add_command(replay_cmd)

@@ -1,0 +1,116 @@
+"""ONNX models as graphs (``autotune.graph.from_onnx``) and ``autotune model``: models made
+here with onnx's helper API, loaded, checked against NumPy written from the ONNX spec."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from autotune.graph import GraphError, from_onnx, partition  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _model(nodes, inputs, outputs, initializers, opset: int = 20):
+    graph = helper.make_graph(nodes, "net", inputs, outputs,
+                              [numpy_helper.from_array(a, name) for name, a in initializers.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def mlp_model(batch=8, d=32, hidden=64, layers=4, seed=0):
+    """Gemm (transB) + Relu layers, alternating d -> hidden -> d, as a PyTorch export has them."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, prev = [], {}, "x"
+    for n in range(layers):
+        n_in, n_out = (d, hidden) if n % 2 == 0 else (hidden, d)
+        inits[f"fc{n}.weight"] = rng.uniform(-0.2, 0.2, (n_out, n_in)).astype(np.float32)
+        inits[f"fc{n}.bias"] = rng.uniform(-0.2, 0.2, (n_out,)).astype(np.float32)
+        out = "y" if n == layers - 1 else f"h{n}"
+        nodes.append(helper.make_node("Gemm", [prev, f"fc{n}.weight", f"fc{n}.bias"], [f"g{n}" if out != "y" else "y"],
+                                      transB=1))
+        if out != "y":
+            nodes.append(helper.make_node("Relu", [f"g{n}"], [out]))
+        prev = out
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, d])], inits)
+    return model, inits
+
+
+def block_model(seq=16, d=32, seed=0):
+    """MatMul + Add(bias) + LayerNormalization, residual Add, Gelu and Softmax."""
+    rng = np.random.default_rng(seed)
+    inits = {"w": rng.uniform(-0.2, 0.2, (d, d)).astype(np.float32),
+             "b": rng.uniform(-0.2, 0.2, (d,)).astype(np.float32),
+             "gamma": rng.uniform(0.5, 1.5, (d,)).astype(np.float32),
+             "beta": rng.uniform(-0.1, 0.1, (d,)).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["mb"]),
+             helper.make_node("Gelu", ["mb"], ["g"]),
+             helper.make_node("Add", ["g", "x"], ["r"]),
+             helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["n"], epsilon=1e-5, axis=-1),
+             helper.make_node("Softmax", ["n"], ["p"], axis=-1)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, d])],
+                   [helper.make_tensor_value_info("p", TensorProto.FLOAT, [seq, d])], inits)
+    return model, inits
+
+
+def test_an_mlp_loads_as_dense_layers_that_dedupe():
+    model, inits = mlp_model()
+    g = from_onnx(model)
+    groups, tasks = partition(g)
+    assert [grp.kinds for grp in groups] == ["dense_relu", "dense_relu", "dense_relu", "dense"]
+    assert sorted(t.weight for t in tasks) == [1, 1, 2]
+    x = np.random.default_rng(1).uniform(-1, 1, (8, 32)).astype(np.float32)
+    h = x.astype(np.float64)
+    for n in range(4):  # ONNX Gemm with transB: x @ W.T + b
+        h = h @ inits[f"fc{n}.weight"].T + inits[f"fc{n}.bias"]
+        h = np.maximum(h, 0) if n < 3 else h
+    np.testing.assert_allclose(g.run_numpy(x=x)["y"], h, rtol=1e-5, atol=1e-6)
+
+
+def test_a_block_with_matmul_layernorm_gelu_and_softmax_loads():
+    from scipy.special import erf
+
+    model, inits = block_model()
+    g = from_onnx(model)
+    x = np.random.default_rng(2).uniform(-1, 1, (16, 32)).astype(np.float32)
+    m = x.astype(np.float64) @ inits["w"] + inits["b"]
+    r = 0.5 * m * (1 + erf(m / np.sqrt(2))) + x
+    n = (r - r.mean(-1, keepdims=True)) / np.sqrt(r.var(-1, keepdims=True) + 1e-5) * inits["gamma"] + inits["beta"]
+    p = np.exp(n - n.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(g.run_numpy(x=x)["p"], p, rtol=1e-4, atol=1e-6)
+
+
+def test_an_unsupported_node_is_named():
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
+                   {"w": np.zeros((4, 3, 3, 3), np.float32)})
+    with pytest.raises(GraphError, match=r"node 'conv1' \(Conv\): the op type 'Conv' is not supported"):
+        from_onnx(model)
+
+
+def test_autotune_model_tunes_builds_and_checks(tmp_path):
+    model, _ = mlp_model()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, str(path))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
+           "AUTOTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), "--trials", "24",
+                           "--tuner", "random", "--batch-size", "8", "--db", str(tmp_path / "net.db")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 tasks, 24 trials" in proc.stdout
+    assert "check: the built network matches NumPy" in proc.stdout
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(bad), "--db", str(tmp_path / "x.db")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "cannot read the ONNX model" in proc.stderr
