@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from schedule import ir
-from schedule.passes import GPUProgram, StmtVisitor
+from schedule.passes import StmtVisitor
 
 from . import emulator
 from .cpu import compile_source as compile_c

@@ -15,8 +15,9 @@ these), and how to compute it with NumPy (the independent reference ``run_numpy`
 
 Ops: ``dense`` (x (M, K) times w (N, K) transposed, plus an optional bias, as a linear
 layer), ``matmul``, ``bias_add``, ``add`` (same shapes), ``relu``, ``gelu`` (exact, erf),
-``layernorm`` (over the last axis), ``softmax`` (over the last axis). The first four with a
-reduction are *anchors*; the element-wise ones fuse into them (``partition``).
+``layernorm`` (over the last axis), ``softmax`` (over the last axis), ``attention``
+(multi-head, over (seq, heads * dim) operands). The ones with a reduction are *anchors*;
+the element-wise ones fuse into them (``partition``).
 """
 from __future__ import annotations
 
@@ -85,6 +86,35 @@ def _np_softmax(x):
     return (e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)
 
 
+def _np_attention(q, k, v, heads, causal):
+    seq, d = q.shape
+    dim = d // heads
+
+    def split(x):
+        return x.astype(np.float64).reshape(seq, heads, dim).transpose(1, 0, 2)
+
+    scores = split(q) @ split(k).transpose(0, 2, 1) / math.sqrt(dim)
+    if causal:
+        scores[:, np.triu_indices(seq, 1)[0], np.triu_indices(seq, 1)[1]] = -np.inf
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return (p @ split(v)).transpose(1, 0, 2).reshape(seq, d).astype(q.dtype)
+
+
+def _te_attention(Q, K, V, name, heads, causal):
+    """Multi-head attention over (seq, heads * dim) operands: heads split by index views,
+    ``te.ops.attention`` per head, and the heads merged back into (seq, heads * dim)."""
+    seq, d = Q.shape
+    dim = d // heads
+
+    def split(X, part):
+        return te.compute((heads, seq, dim), lambda h, s, j: X[s, h * dim + j], name=f"{name}_{part}",
+                          tag="elementwise")
+
+    O = te.ops.attention(split(Q, "q"), split(K, "k"), split(V, "v"), causal)
+    return te.compute((seq, d), lambda s, c: O[c // dim, s, c % dim], name=name, tag="elementwise")
+
+
 def _te_bias_add(X, b, name):
     return te.compute(X.shape, lambda *i: X[i] + b[i[-1]], name=name, tag="elementwise")
 
@@ -104,6 +134,7 @@ MATMUL = OpKind("matmul", True, lambda A, B, name: te.ops.matmul(A, B, name=name
                 lambda a, b: (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype))
 LAYERNORM = OpKind("layernorm", True, lambda X, g, b, name, eps: te.ops.layer_norm(X, g, b, eps),
                    _np_layernorm)
+ATTENTION = OpKind("attention", True, _te_attention, _np_attention)
 SOFTMAX = OpKind("softmax", True, lambda X, name: te.ops.softmax(X, axis=-1), _np_softmax)
 BIAS_ADD = OpKind("bias_add", False, _te_bias_add, lambda x, b: x + b)
 ADD = OpKind("add", False, lambda X, Y, name: te.ops.add(X, Y, name=name), lambda x, y: x + y)
@@ -220,6 +251,17 @@ class Graph:
 
     def softmax(self, x: Value) -> Value:
         return self._node(SOFTMAX, (x,), x.shape, x.dtype)
+
+    def attention(self, q: Value, k: Value, v: Value, heads: int, causal: bool = False) -> Value:
+        """Multi-head attention: q, k, v (seq, heads * dim), each head
+        ``softmax(q_h k_h^T / sqrt(dim)) v_h``, the heads side by side in the result."""
+        self._own(q, k, v)
+        if not (len(q.shape) == 2 and q.shape == k.shape == v.shape):
+            raise GraphError(f"attention: q, k and v must be (seq, heads * dim) alike, got {q.shape}, {k.shape}, "
+                             f"{v.shape}")
+        if not isinstance(heads, int) or heads <= 0 or q.shape[1] % heads:
+            raise GraphError(f"attention: heads must divide the width {q.shape[1]}, got {heads!r}")
+        return self._node(ATTENTION, (q, k, v), q.shape, q.dtype, heads=heads, causal=bool(causal))
 
     # ------------------------------------------------------------ running
 

@@ -158,3 +158,33 @@ def test_an_untuned_network_builds_with_default_schedules_and_says_so(tmp_path):
     assert sum(issubclass(w.category, NoTunedConfigWarning) for w in caught) == 2
     x = np.ones((8, 32), np.float32)
     np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)
+
+
+def transformer_block(seq: int = 16, d: int = 32, heads: int = 4, hidden: int = 64) -> Graph:
+    """A pre-norm encoder block: x + attention(ln(x)) projected, then + mlp(ln(.))."""
+    g = Graph("encoder")
+    x = g.input("x", (seq, d))
+
+    def linear(v, n_out, name):
+        return g.dense(v, g.param(f"{name}.w", (n_out, v.shape[1])), g.param(f"{name}.b", (n_out,)))
+
+    n1 = g.layernorm(x, g.param("ln1.g", (d,)), g.param("ln1.b", (d,)))
+    a = g.attention(linear(n1, d, "q"), linear(n1, d, "k"), linear(n1, d, "v"), heads=heads, causal=True)
+    h = g.add(linear(a, d, "o"), x)
+    n2 = g.layernorm(h, g.param("ln2.g", (d,)), g.param("ln2.b", (d,)))
+    g.output("y", g.add(linear(g.gelu(linear(n2, hidden, "fc1")), d, "fc2"), h))
+    return g
+
+
+def test_a_transformer_block_dedupes_its_projections_and_matches_numpy(tmp_path):
+    g = transformer_block()
+    groups, tasks = partition(g)
+    weights = {t.task.workload_name: t.weight for t in tasks}
+    assert weights["graph_layernorm"] == 2 and weights["graph_dense"] == 3  # q, k and v: one task
+    assert weights["graph_attention"] == 1 and weights["graph_dense_add"] == 1  # o with the residual
+    with tuning_db.Database(tmp_path / "block.db") as db:
+        result = tune_graph(g, trials=len(tasks) * 4, db=db, tuner="random", batch=4)
+        assert all(s.trials >= 4 and math.isfinite(s.best) for s in result.states)
+        net = build_graph(g, db=db)
+    x = np.random.default_rng(5).uniform(-1, 1, (16, 32)).astype(np.float32)
+    np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
