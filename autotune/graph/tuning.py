@@ -71,6 +71,9 @@ def tune_graph(graph: Graph, trials: int, db, target="cpu", tuner: str = "xgb", 
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
+    if db is None and tune_task is None:
+        raise ValueError("tune_graph needs a database (a tuning_db.Database): each batch of a task resumes "
+                         "from the records stored before it")
     _, tasks = partition(graph, target)
     states = [_stored_state(db, t) for t in tasks]
     picker = (GradientScheduler(states, seed=seed) if scheduler == "gradient" else RoundRobinScheduler(states))

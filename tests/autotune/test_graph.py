@@ -109,6 +109,11 @@ def test_the_gradient_scheduler_spends_on_what_lowers_the_network_latency():
     assert reached <= 0.6 * 640
 
 
+def test_tuning_a_network_needs_a_database():
+    with pytest.raises(ValueError, match="needs a database"):
+        tune_graph(mlp(layers=2), trials=8, db=None)
+
+
 def test_a_task_with_nothing_valid_yet_comes_first():
     states = [TaskState(1, 1000, "dense"), TaskState(1, 1000, "dense")]
     s = GradientScheduler(states, epsilon=0.0)
