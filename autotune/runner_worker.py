@@ -33,6 +33,7 @@ asks for several rounds of the same kernel and keeps the fastest (see ``runner``
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import statistics
 import time
@@ -45,8 +46,10 @@ from tuning_db.records import Status
 from .timing_protocol import CacheFlusher, time_round
 
 
-class _Workspace:
-    """Inputs, references and output buffers of the current task."""
+class Workspace:
+    """Inputs, references and output buffers of the current task (on the host; the GPU's
+    measuring process moves inputs and outputs to the device, the simulated one uses it
+    as it is)."""
 
     def __init__(self, workload_json: str, seed: int):
         import te
@@ -59,7 +62,19 @@ class _Workspace:
         self.references = wl.reference(*self.inputs)
         self.checks = reference_checks(wl.outputs, self.references)
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
-        self.flush = CacheFlusher()
+
+    @functools.cached_property
+    def flush(self) -> CacheFlusher:
+        """The CPU cache flusher (made when first timed with: a buffer larger than the LLC)."""
+        return CacheFlusher()
+
+    def mismatch(self, outputs) -> str | None:
+        """How host ``outputs`` differ from the references, the first that does (None: they match)."""
+        for out, check in zip(outputs, self.checks):
+            problem = check(out)
+            if problem is not None:
+                return problem
+        return None
 
 
 def prefill(outputs: list[np.ndarray]) -> None:
@@ -80,21 +95,17 @@ def _kernel(lib, function: str, n_args: int):
     return fn
 
 
-def _checked_call(ws: _Workspace, fn, ptrs: list[int], outputs: list[np.ndarray]) -> tuple[float, str | None]:
+def _checked_call(ws: Workspace, fn, ptrs: list[int], outputs: list[np.ndarray]) -> tuple[float, str | None]:
     """One call of ``fn`` on outputs prefilled with what no kernel computes: its seconds, and
     how ``outputs`` differ from the references (None when they match)."""
     prefill(outputs)
     t0 = time.perf_counter()
     fn(*ptrs)
     seconds = time.perf_counter() - t0
-    for out, check in zip(outputs, ws.checks):
-        problem = check(out)
-        if problem is not None:
-            return seconds, problem
-    return seconds, None
+    return seconds, ws.mismatch(outputs)
 
 
-def _run(ws: _Workspace, artifact: str, function: str, options: dict):
+def _run(ws: Workspace, artifact: str, function: str, options: dict):
     from backends.cpu import packed_arrays
 
     lib = ctypes.CDLL(artifact)
@@ -114,7 +125,7 @@ def _run(ws: _Workspace, artifact: str, function: str, options: dict):
         _dlclose(lib)
 
 
-def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
+def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
     """Verify each kernel once, then time them with the anchor in interleaved rounds, the
     arrays placed anew for every round (``final_timing.placed_copies``)."""
     import random
@@ -181,7 +192,7 @@ def serve(inbox, outbox, workspace_class=None, run=None, final=None, fatal=lambd
     a candidate's exception leaves this process unusable: it replies with a third element,
     "exiting", and exits (the runner starts a new one).
     """
-    workspace_class, run, final = workspace_class or _Workspace, run or _run, final or _final
+    workspace_class, run, final = workspace_class or Workspace, run or _run, final or _final
     workspace = None
     while True:
         try:

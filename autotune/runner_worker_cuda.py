@@ -33,50 +33,30 @@ from __future__ import annotations
 import statistics
 import sys
 
-import numpy as np
-
 from tuning_db.records import Status
 
+from .runner_worker import Workspace, main, prefill
 
-class _DeviceWorkspace:
-    """The task's inputs on the device, its references on the host, its output buffers."""
+
+class _DeviceWorkspace(Workspace):
+    """The task's inputs and output buffers on the device, its references on the host."""
 
     def __init__(self, workload_json: str, seed: int):
         import cupy
 
-        import te
-
-        from .verify import reference_checks
-
-        wl = te.workload_from_json(workload_json)
-        self.workload = wl
-        host_inputs = wl.random_inputs(seed)
-        self.inputs = [cupy.asarray(a) for a in host_inputs]
-        references = wl.reference(*host_inputs)
-        self.checks = reference_checks(wl.outputs, references)
-        self.outputs = [cupy.empty(r.shape, dtype=r.dtype) for r in references]
-
-
-def _prefill(outputs) -> None:
-    for out in outputs:
-        if out.dtype.kind == "f":
-            out.fill(np.nan)
-        else:
-            out.fill(np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1)
+        super().__init__(workload_json, seed)
+        self.inputs = [cupy.asarray(a) for a in self.inputs]
+        self.outputs = [cupy.empty(r.shape, dtype=r.dtype) for r in self.references]
 
 
 def _checked_launch(ws: _DeviceWorkspace, launcher) -> str | None:
     """Launch once on prefilled outputs; how they differ from the references (None: they match)."""
     import cupy
 
-    _prefill(ws.outputs)
+    prefill(ws.outputs)
     launcher.launch(ws.inputs + ws.outputs)
     cupy.cuda.Device().synchronize()
-    for out, check in zip(ws.outputs, ws.checks):
-        problem = check(cupy.asnumpy(out))
-        if problem is not None:
-            return problem
-    return None
+    return ws.mismatch([cupy.asnumpy(out) for out in ws.outputs])
 
 
 def _round(fn, options: dict, give_up_above: float | None = None) -> list[float]:
@@ -132,6 +112,4 @@ def _context_lost(exc: BaseException) -> bool:
 
 
 if __name__ == "__main__":
-    from .runner_worker import main
-
     main(sys.argv[1:], workspace_class=_DeviceWorkspace, run=_run, final=_final, fatal=_context_lost)

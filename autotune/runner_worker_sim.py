@@ -18,33 +18,18 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from tuning_db.records import Status
+
+from .runner_worker import Workspace, main, prefill
 
 #: Repeats reported per round (the model's figure each time).
 REPEATS = 3
 
 
-class _Workspace:
-    def __init__(self, workload_json: str, seed: int):
-        import te
-
-        from .verify import reference_checks
-
-        wl = te.workload_from_json(workload_json)
-        self.inputs = wl.random_inputs(seed)
-        references = wl.reference(*self.inputs)
-        self.checks = reference_checks(wl.outputs, references)
-        self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in references]
-
-
-def _checked(ws: _Workspace, artifact: str):
+def _checked(ws: Workspace, artifact: str):
     """(status, payload): the model's seconds if the emulation matches the reference."""
     from backends.cuda_sim import EmulatedLauncher
     from backends.emulator import EmulationFault
-
-    from .runner_worker import prefill
 
     launcher = EmulatedLauncher(artifact)
     prefill(ws.outputs)
@@ -52,19 +37,18 @@ def _checked(ws: _Workspace, artifact: str):
         launcher(ws.inputs + ws.outputs)
     except EmulationFault as exc:
         return Status.RUNTIME_ERROR, f"the emulator caught an out-of-bounds access: {exc}"
-    for out, check in zip(ws.outputs, ws.checks):
-        problem = check(out)
-        if problem is not None:
-            return Status.WRONG_ANSWER, problem
+    problem = ws.mismatch(ws.outputs)
+    if problem is not None:
+        return Status.WRONG_ANSWER, problem
     return Status.OK, launcher.sim.seconds
 
 
-def _run(ws: _Workspace, artifact: str, function: str, options: dict):
+def _run(ws: Workspace, artifact: str, function: str, options: dict):
     status, payload = _checked(ws, artifact)
     return (status, [payload] * REPEATS) if status is Status.OK else (status, payload)
 
 
-def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
+def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
     from .final_timing import InterleavedTimes
 
     times = InterleavedTimes([[] for _ in artifacts], None)
@@ -78,6 +62,4 @@ def _final(ws: _Workspace, artifacts: list[str], function: str, options: dict):
 
 
 if __name__ == "__main__":
-    from .runner_worker import main
-
-    main(sys.argv[1:], workspace_class=_Workspace, run=_run, final=_final)
+    main(sys.argv[1:], run=_run, final=_final)

@@ -44,7 +44,7 @@ from schedule.targets.cuda import gpu_limits
 
 from . import nvrtc
 from .c_family import C_TYPES, CSourcePrinter, Dialect
-from .cuda_launch import LaunchManifest
+from .cuda_launch import CubinLauncher, LaunchManifest
 from .cpu import cache_dir
 from .errors import BuildError, ResourceLimitError
 from .nvrtc import DEFAULT_ARCH, NVRTCError, NVRTCResult
@@ -352,14 +352,9 @@ class CUDAModule:
             with open(path, "wb") as fh:
                 fh.write(cubin)
             self._module = cupy.RawModule(path=path)
-        self._kernels = [self._module.get_function(k.name) for k in program.kernels]
-        self._workspace = None
+        self._launcher = CubinLauncher(LaunchManifest.from_program(program), self._module)
         self._written = {s.buffer for k in program.kernels for s in ir.walk(k.body)
                          if isinstance(s, ir.BufferStore) and s.buffer.is_arg}
-        for k, fn in zip(program.kernels, self._kernels):
-            if fn.max_threads_per_block < k.threads:
-                raise BuildError(f"{k.name}: needs {k.threads} threads per block, the device allows "
-                                 f"{fn.max_threads_per_block} with {fn.num_regs} registers per thread")
 
     @property
     def params(self):
@@ -369,7 +364,7 @@ class CUDAModule:
         """Per kernel: registers, static shared/local bytes, as the driver reports them."""
         return {k.name: dict(registers=fn.num_regs, shared_bytes=fn.shared_size_bytes,
                              local_bytes=fn.local_size_bytes, max_threads=fn.max_threads_per_block)
-                for k, fn in zip(self.program.kernels, self._kernels)}
+                for k, fn in zip(self.program.kernels, self._launcher.functions)}
 
     def _device_args(self, arrays):
         import cupy
@@ -399,18 +394,9 @@ class CUDAModule:
             device.append(d)
         return device, copy_back
 
-    def _workspace_arrays(self):
-        import cupy
-
-        if self._workspace is None:
-            self._workspace = [cupy.empty(b.shape, dtype=dtypes.numpy_dtype(b.dtype)) for b in self.program.workspace]
-        return self._workspace
-
     def launch(self, device_arrays) -> None:
         """Launch every kernel in order on the current stream (no checks, no copies)."""
-        args = tuple(device_arrays) + tuple(self._workspace_arrays())
-        for k, fn in zip(self.program.kernels, self._kernels):
-            fn(k.grid, k.block, args)
+        self._launcher.launch(device_arrays)
 
     def __call__(self, *arrays) -> None:
         device, copy_back = self._device_args(arrays)

@@ -111,22 +111,25 @@ def manifest_path(artifact: "str | Path") -> Path:
 
 class CubinLauncher:
     """A CUBIN loaded through CuPy with its manifest: ``launch(arrays)`` queues every
-    kernel on the current stream with the user's device arrays and the workspace.
-    Needs CuPy and a GPU."""
+    kernel on the current stream with the user's device arrays and the workspace. What
+    both ``cuda.CUDAModule`` and the GPU's measuring process launch with. Needs CuPy and
+    a GPU."""
 
     def __init__(self, manifest: LaunchManifest, module):
         import cupy
 
         from te import dtypes
 
+        from .errors import BuildError
+
         self.manifest = manifest
         self._module = module  # keeps the CUBIN loaded as long as the functions are used
-        self._functions = [module.get_function(k.name) for k in manifest.kernels]
+        self.functions = [module.get_function(k.name) for k in manifest.kernels]
         self._workspace = tuple(cupy.empty(a.shape, dtype=dtypes.numpy_dtype(a.dtype)) for a in manifest.workspace)
-        for k, fn in zip(manifest.kernels, self._functions):
+        for k, fn in zip(manifest.kernels, self.functions):
             if fn.max_threads_per_block < k.threads:
-                raise RuntimeError(f"{k.name}: needs {k.threads} threads per block, the device allows "
-                                   f"{fn.max_threads_per_block} with {fn.num_regs} registers per thread")
+                raise BuildError(f"{k.name}: needs {k.threads} threads per block, the device allows "
+                                 f"{fn.max_threads_per_block} with {fn.num_regs} registers per thread")
 
     @classmethod
     def load(cls, artifact: "str | Path") -> "CubinLauncher":
@@ -134,11 +137,7 @@ class CubinLauncher:
 
         return cls(LaunchManifest.read_beside(artifact), cupy.RawModule(path=str(artifact)))
 
-    def registers(self) -> dict[str, int]:
-        """Registers per thread of each kernel, as the driver reports them."""
-        return {k.name: int(fn.num_regs) for k, fn in zip(self.manifest.kernels, self._functions)}
-
     def launch(self, arrays) -> None:
         args = tuple(arrays) + self._workspace
-        for k, fn in zip(self.manifest.kernels, self._functions):
+        for k, fn in zip(self.manifest.kernels, self.functions):
             fn(k.grid, k.block, args)
