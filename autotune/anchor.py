@@ -9,7 +9,8 @@ equivalent a NumPy user would really write are anchored:
 
     matmul, batch_matmul   np.matmul (transposes as strided views, which BLAS takes as-is)
     dense                  np.matmul(X, W.T) then the bias add and relu in place
-    conv2d                 im2col (strided views, one copy) + one np.matmul per image batch
+    conv2d                 PyTorch's convolution (oneDNN) where PyTorch is installed; else im2col
+                           (strided views, one copy) + one np.matmul, named as the weak baseline it is
     mlp                    np.matmul, bias, gelu (scipy.special.erf), np.matmul, bias, in place
     attention              batched np.matmul, scale (and mask), max-subtracted softmax in place,
                            batched np.matmul: the same steps as the workload's stages
@@ -166,8 +167,61 @@ def im2col_conv2d(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dil
     return np.ascontiguousarray(np.transpose(out, (0, 3, 1, 2))) if layout == "NCHW" else out
 
 
+#: Set to "numpy" to anchor conv2d on NumPy's im2col + matmul even where PyTorch is installed.
+CONV_ANCHOR_ENV = "AUTOTUNE_CONV2D_ANCHOR"
+
+
+def torch_for_conv2d():
+    """The ``torch`` module where the conv2d anchor is PyTorch's convolution (oneDNN on the
+    CPU): PyTorch installed and ``AUTOTUNE_CONV2D_ANCHOR`` not "numpy"; else None. NumPy's
+    im2col + matmul is the fallback, and a weak one: it copies every window and runs one
+    generic GEMM, far from the direct convolutions of oneDNN or a tuned kernel."""
+    if os.environ.get(CONV_ANCHOR_ENV, "").lower() == "numpy":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def conv2d_anchor_name() -> str:
+    """What the conv2d anchor runs, as reports name it."""
+    torch = torch_for_conv2d()
+    if torch is None:
+        return ("NumPy (im2col + matmul: a weak baseline for conv2d; install PyTorch to compare "
+                "with oneDNN)")
+    backend = "oneDNN" if torch.backends.mkldnn.is_available() else "its own kernels"
+    return f"PyTorch {torch.__version__.split('+')[0]} ({backend})"
+
+
 def _conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], object]:
-    return lambda: im2col_conv2d(data, kernel, p["stride"], p["padding"], p["dilation"], p["layout"])
+    torch = torch_for_conv2d()
+    if torch is None:
+        return lambda: im2col_conv2d(data, kernel, p["stride"], p["padding"], p["dilation"], p["layout"])
+    return _torch_conv2d(torch, p, data, kernel)
+
+
+def _torch_conv2d(torch, p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], np.ndarray]:
+    """PyTorch's convolution on views of the arrays (NHWC as PyTorch's channels-last
+    layout, its kernel laid out as (K, C, R, S) once, as a framework holds its weights),
+    on as many threads as this process may use."""
+    from schedule.targets.cpu import usable_cores
+
+    torch.set_num_threads(usable_cores())
+    x = torch.from_numpy(data)
+    w = torch.from_numpy(kernel)
+    if p["layout"] == "NHWC":
+        x = x.permute(0, 3, 1, 2)  # a channels-last view: no copy
+        w = w.permute(3, 2, 0, 1).contiguous()
+    stride, padding, dilation = _pair(p["stride"]), _pair(p["padding"]), _pair(p["dilation"])
+
+    def run() -> np.ndarray:
+        with torch.inference_mode():
+            out = torch.nn.functional.conv2d(x, w, None, stride, padding, dilation)
+        return (out.permute(0, 2, 3, 1) if p["layout"] == "NHWC" else out).numpy()
+
+    return run
 
 
 def _mlp(p: dict, x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray,
@@ -465,9 +519,14 @@ def disagreement(before: AnchorFigure, after: AnchorFigure, allowance: float = N
 
 
 class NumpyAnchor:
-    """The anchor of CPU kinds: NumPy (OpenBLAS/MKL), measured in this process."""
+    """The anchor of CPU kinds: NumPy (OpenBLAS/MKL), measured in this process; conv2d's is
+    PyTorch (oneDNN) where it is installed (``torch_for_conv2d``)."""
 
     name = "NumPy"
+
+    def label(self, task) -> str:
+        """What this anchor runs for ``task``, as reports name it."""
+        return conv2d_anchor_name() if task.workload_name == "conv2d" else self.name
 
     def wants_clean_blas(self, task) -> bool:
         """Whether measuring ``task`` needs the restart without the OpenBLAS overrides."""
@@ -484,13 +543,16 @@ class NumpyAnchor:
         if fn is None:
             return why
         rounds = fastest_round(fn, _timing(timing), flush=CacheFlusher())
-        return figure_from_rounds(self.name, task, rounds, describe_blas())
+        return figure_from_rounds(self.label(task), task, rounds, describe_blas())
 
 
 class CublasAnchor:
     """The anchor of the cuda kind: cuBLAS through CuPy, timed in device time."""
 
     name = "cuBLAS"
+
+    def label(self, task) -> str:
+        return self.name
 
     def wants_clean_blas(self, task) -> bool:
         return False
@@ -523,6 +585,9 @@ class NoAnchor:
 
     def __init__(self, why: str):
         self.why = why
+
+    def label(self, task) -> str:
+        return self.name
 
     def wants_clean_blas(self, task) -> bool:
         return False

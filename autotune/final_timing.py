@@ -271,7 +271,7 @@ def _anchor_name(task, times: InterleavedTimes) -> str | None:
         return None
     from . import targets
 
-    return targets.parts_for(task.target).anchor.name
+    return targets.parts_for(task.target).anchor.label(task)
 
 
 def _failure_status(error: str) -> Status:

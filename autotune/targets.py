@@ -12,7 +12,8 @@ code generator and compiler are ``backends.backend_for``; this module holds the 
 a new kind is one more ``register_autotune_parts`` call, not a branch in the tuner or the
 command line. Built in:
 
-    cpu   LocalRunner (a measuring process), NumPy anchor, always measurable
+    cpu   LocalRunner (a measuring process), NumPy anchor (PyTorch's for conv2d where
+          installed), always measurable, its fp32 peak measured (``autotune.peak``)
     cuda      CudaRunner (a measuring process that owns the GPU), cuBLAS anchor; measurable
               where CuPy sees a GPU
     cuda_sim  SimulatedCudaRunner (the emulator checks, a model times), no anchor, always
@@ -58,6 +59,9 @@ class AutotuneParts:
     features: Callable | None = None
     #: Its times come from a model, not a device: never reported as speed (GFLOP/s, ratios).
     simulated: bool = False
+    #: ``peak(task)``: the device's measured peak for the task's dtype (an ``autotune.peak.Peak``),
+    #: or None where the kind has no such figure; reports give the best as a share of it.
+    peak: Callable | None = None
 
 
 def describe_with_backend(target: Target):
@@ -178,10 +182,26 @@ def _cuda_problem(target: Target) -> str | None:
     return None
 
 
+def _cpu_peak(task):
+    """The CPU's measured fp32 peak for a float32 workload (None for other dtypes)."""
+    if any(t.dtype != "float32" for t in task.workload.outputs):
+        return None
+    from .peak import measure_cpu_peak
+
+    return measure_cpu_peak(task.target.facts)
+
+
+def machine_peak(task):
+    """The measured peak of the device ``task`` runs on, for its dtype (None: no figure)."""
+    peak = parts_for(task.target).peak
+    return peak(task) if peak is not None else None
+
+
 def _register_builtins() -> None:
     from .anchor import CublasAnchor, NoAnchor, NumpyAnchor
 
-    register_autotune_parts(AutotuneParts("cpu", _local_runner, NumpyAnchor(), _always, auto_rank=0))
+    register_autotune_parts(AutotuneParts("cpu", _local_runner, NumpyAnchor(), _always, auto_rank=0,
+                                          peak=_cpu_peak))
     register_autotune_parts(AutotuneParts("cuda", _cuda_runner, CublasAnchor(), _cuda_problem, auto_rank=10))
     register_autotune_parts(AutotuneParts("cuda_sim", _simulated_cuda_runner,
                                           NoAnchor("simulated times have no anchor"), _always, simulated=True))

@@ -36,7 +36,7 @@ from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
 
 RATIO = re.compile(r"ratio ([0-9.]+)x")
 BEST = re.compile(r"^best: +([0-9.e+]+) GFLOP/s", re.M)
-ANCHOR = re.compile(r"^anchor: +NumPy ([0-9.e+]+) GFLOP/s", re.M)
+ANCHOR = re.compile(r"^anchor: +.*? ([0-9][0-9.e+]*) GFLOP/s", re.M)  # NumPy, or PyTorch for conv2d
 
 
 #: The ops this bench tunes: the command line's own defaults (dense: with bias and relu, its

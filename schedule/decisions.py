@@ -22,6 +22,8 @@ Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an a
                             + the input name (rewritten once per call into register-tile-wide panels),
                             PACK_PREPACKED + the input name (the same panels, packed once at build
                             time: constant weights), or PACK_NONE
+    <stage>.producers       CPU multi-level reading padding: PRODUCERS_INLINE or PRODUCERS_STORED
+    <stage>.vector          CPU multi-level: the axis its register tile vectorizes, VECTOR_LAST or a name
     <stage>.order           CPU simple reduction: REDUCE_INNER or REDUCE_OUTER
     <stage>.threads         GPU simple: threads per block
 
@@ -51,6 +53,14 @@ PACK_PANELS = "panels:"
 #: layout-free (``attrs["layout_free_placeholders"]``: constant weights) out in those panels
 #: once, at build time (``Schedule.rewrite_layout``), so no call pays for the copy.
 PACK_PREPACKED = "prepacked:"
+#: CPU multi-level: the inlined producers with a condition that the stage reads (padding)
+#: substituted into its loops (one condition per read, inside the micro-kernel), or stored
+#: in a buffer of their own before it runs.
+PRODUCERS_INLINE = "inline"
+PRODUCERS_STORED = "stored"
+#: CPU multi-level: the register tile vectorizes the output's last axis (the default), or
+#: the axis a ``vector`` knob names (conv2d's output channels, with the weights in panels).
+VECTOR_LAST = "last"
 #: CPU simple reductions: reduction loops inside the spatial tile, or outside it.
 REDUCE_INNER = "reduce_inner"
 REDUCE_OUTER = "reduce_outer"
@@ -143,6 +153,31 @@ class MultiLevelDecisions(StageDecisions):
     unroll: int
     pack: str
     attach: int | None = None
+    producers: str | None = None
+    vector: str | None = None
+
+    @property
+    def vector_index(self) -> int:
+        """Position in ``tiles`` of the axis the register tile vectorizes: the one ``vector``
+        names, or the last (None or VECTOR_LAST: a space without the knob, or a config that
+        predates it)."""
+        if self.vector in (None, VECTOR_LAST):
+            return len(self.tiles) - 1
+        for n, t in enumerate(self.tiles):
+            if t.axis == self.vector:
+                return n
+        raise ConfigError(f"{self.stage}.vector: no spatial axis named {self.vector!r}")
+
+    @property
+    def vector_tile(self) -> TileDecision:
+        """The tile of the vectorized axis."""
+        return self.tiles[self.vector_index]
+
+    @property
+    def stores_producers(self) -> bool:
+        """Whether the padding it reads is stored before it runs rather than inlined into
+        its loops (None, a space without the knob or a config that predates it: inlined)."""
+        return self.producers == PRODUCERS_STORED
 
     @property
     def attached(self) -> bool:
@@ -375,6 +410,12 @@ CPU_MULTI_LEVEL = StageCodec(MultiLevelDecisions, (
                            "tile, or (prepacked:<input>, constant weights) into those panels once, at build time"),
     _Field("attach", "attach", "0: tiled on its own; n: computed inside the host's outer loop over its n-th "
                                "axis, tiled over what one iteration of that loop reads", optional=True, default=0),
+    _Field("producers", "producers", "inline: the padding it reads is computed inside its loops, a condition "
+                                     "per read; stored: computed into a buffer of its own before it runs",
+           optional=True, default=PRODUCERS_INLINE),
+    _Field("vector", "vector", "the axis the register tile vectorizes (last: the output's last axis); another "
+                               "axis streams an input it indexes from that input's panels", optional=True,
+           default=VECTOR_LAST),
 ))
 CPU_SIMPLE = StageCodec(SimpleDecisions, (
     _Field("tiles", "tile", "inner split of this spatial axis (the last one is vectorized)", _AXIS, scalar=True),

@@ -3,7 +3,8 @@
 Following Ansor, every compute stage gets one role, decided from the DAG alone:
 
     inline       element-wise, not an output, no expensive math (padding, bias add):
-                 substituted into its readers
+                 substituted into its readers; a multi_level stage may instead have
+                 the ones with a condition (padding) stored before it runs
     multi_level  a reduction with data reuse (some input ignores a spatial axis, as
                  both inputs of matmul or conv2d do): "SSRSRS" tiling. Its output
                  tile is written by an *owner* stage: its only consumer when that is
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import Call, TensorRead, Var, post_order, substitute
+from te.expr import Call, Select, TensorRead, Var, post_order, substitute
 from te.tensor import ComputeOp, Tensor
 from te.dag import topological_order
 
@@ -53,6 +54,7 @@ class StagePlan:
     produces: ComputeOp | None = None  # fused: the multi_level stage it owns
     host: ComputeOp | None = None  # the stage at whose outer loops it may be computed
     readers: tuple = ()  # with a host: the stored stages that read it (maybe the host)
+    guarded: tuple = ()  # multi_level: inlined producers it reads that hold a condition (padding)
 
     @property
     def name(self) -> str:
@@ -106,6 +108,21 @@ def _reads_through_inline(body, inline_ops: set):
     return out
 
 
+def _guarded_producers(op: ComputeOp, inline_ops: set) -> tuple:
+    """Inlined producers ``op`` reads (directly or through other inlined ones) whose body
+    holds a condition: padding's ``if_then_else``. Inlined, the condition is evaluated at
+    every read inside the micro-kernel; the space may store them instead."""
+    found: list = []
+    stack = [op.body]
+    while stack:
+        for n in post_order(stack.pop()):
+            if isinstance(n, TensorRead) and n.tensor.op in inline_ops and n.tensor.op not in found:
+                producer = n.tensor.op
+                found.append(producer)
+                stack.append(producer.body)
+    return tuple(p for p in found if any(isinstance(n, Select) for n in post_order(p.body)))
+
+
 def _effective_readers(op, ops: list, inline_ops: set) -> list:
     """Stored ops that read ``op``'s output, directly or through inlined ops."""
     readers = []
@@ -142,7 +159,7 @@ def derive_sketch(outputs: list[Tensor]) -> Sketch:
             if len(readers) == 1 and _reads_identity(readers[0], op, inline_ops) and readers[0] not in owners.values():
                 owner = readers[0]
                 owners[op] = owner
-            sketch.plans.append(StagePlan(op, MULTI_LEVEL, owner=owner))
+            sketch.plans.append(StagePlan(op, MULTI_LEVEL, owner=owner, guarded=_guarded_producers(op, inline_ops)))
         else:
             sketch.plans.append(StagePlan(op, SIMPLE))
     for plan in sketch.plans:

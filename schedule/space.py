@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from te import dtypes
-from te.expr import TensorRead, post_order
+from te.expr import TensorRead, free_vars, post_order
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, PACK_PANELS,
-                        PACK_PREPACKED, REDUCE_INNER, REDUCE_OUTER, MultiLevelDecisions, ScheduleDecisions,
+                        PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions,
                         SimpleDecisions, StageCodec, StageDecisions, StageLayout, decode_config)
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
@@ -174,14 +174,23 @@ class ConfigSpace(SearchSpace):
             register = _prod(t[2] for t in tiles)
             if register > MAX_REGISTER_TILE:
                 return f"{name}: register tile of {register} elements exceeds {MAX_REGISTER_TILE}"
-            if tiles[-1][2] * nbytes > MAX_VECTOR_BYTES:
-                return f"{name}: vector of {tiles[-1][2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
-            if d.panel_pack is not None and tiles[-1][2] == 1:
-                return f"{name}: panels of {d.panel_pack} need a register tile wider than 1 on the last axis"
+            v = d.vector_index
+            vector = tiles[v]
+            if vector[2] * nbytes > MAX_VECTOR_BYTES:
+                return f"{name}: vector of {vector[2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
+            if d.panel_pack is not None and vector[2] == 1:
+                return f"{name}: panels of {d.panel_pack} need a register tile wider than 1 on axis {vector.axis}"
+            streams = panel_inputs(plan.op, v)
+            if d.panel_pack is not None and d.panel_pack not in streams:
+                return (f"{name}: the register tile vectorizes axis {vector.axis}, which {d.panel_pack} "
+                        f"is not read along alone: its panels would not feed the vectors")
+            if v != len(tiles) - 1 and d.panel_pack is None:
+                return (f"{name}: vectorizing axis {vector.axis} reads {', '.join(streams) or 'its input'} "
+                        f"with a stride; only from its panels (pack = panels:/prepacked:)")
             local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES and not d.attached:  # attached: a region-sized buffer
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
-            needed = self.registers.vectors_needed([t[2] for t in tiles], nbytes)
+            needed = self.registers.vectors_needed(_vector_last([t[2] for t in tiles], v), nbytes)
             if needed > self.registers.count:
                 return (f"{name}: register tile {'x'.join(str(t[2]) for t in tiles)} needs {needed} vector "
                         f"registers; the target has {self.registers.count}")
@@ -201,7 +210,9 @@ class ConfigSpace(SearchSpace):
         if plan.role == MULTI_LEVEL:
             how = f"fused into {plan.owner.name}" if plan.owner is not None else "accumulated in a cache_write local tile"
             where = f"; or computed at an outer loop of {plan.host.name}" if plan.host is not None else ""
-            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}{where}"
+            padding = (f"; reads {', '.join(p.name for p in plan.guarded)} inlined or stored first"
+                       if plan.guarded else "")
+            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}{where}{padding}"
         if plan.role == FUSED:
             return f"{plan.name}: owns the tiles of {plan.produces.name} (epilogue fused at its a/b loops)"
         if plan.role == INLINE:
@@ -278,13 +289,18 @@ class ConfigSpace(SearchSpace):
         if reason is not None:
             raise ConfigError(f"invalid config: {reason}")
         s = create_schedule(self.outputs)
+        plan_decisions = self._plan_decisions(config)
+        stored = {op for plan, d in plan_decisions if getattr(d, "stores_producers", False) for op in plan.guarded}
         for plan in self.sketch.plans:
             if plan.role == INLINE:
-                s[plan.op].compute_inline()
+                if plan.op in stored:
+                    _apply_stored_producer(s, plan.op)
+                else:
+                    s[plan.op].compute_inline()
         appliers = self._appliers()
         host_loops: dict = {}  # stage -> what its applier returned: its loops by attach level
         attached = []
-        for plan, d in self._plan_decisions(config):
+        for plan, d in plan_decisions:
             if _attach_level(d):
                 attached.append((plan, d))  # once its host's loops exist
             elif plan.role in appliers:
@@ -316,11 +332,14 @@ class ConfigSpace(SearchSpace):
     def describe_config(self, config: Config) -> str:
         """One line per stage that says what ``config`` decides for it."""
         lines = []
-        for plan, d in self._plan_decisions(config):
+        plan_decisions = self._plan_decisions(config)
+        stored = {op for plan, d in plan_decisions if getattr(d, "stores_producers", False) for op in plan.guarded}
+        for plan, d in plan_decisions:
             if d is not None:
                 lines.append(self._describe_decisions(plan, d))
             elif plan.role == INLINE:
-                lines.append(f"{self.names[plan.op]}: inlined")
+                how = "computed on its own, in parallel, before its readers" if plan.op in stored else "inlined"
+                lines.append(f"{self.names[plan.op]}: {how}")
         return "\n".join(lines)
 
     @staticmethod
@@ -332,8 +351,12 @@ class ConfigSpace(SearchSpace):
             red = ", ".join(f"{r.axis}: {r[0]}" for r in d.reduce_tiles)
             placed = (f"{where}, tiled S1 R0 S2 R1 S3 over it" if d.attached else
                       f"computed at the {d.at}-level loop; {d.parallel} outer loop(s) fused in parallel")
+            padding = ""
+            if d.producers is not None:
+                padding = "; padding stored first" if d.stores_producers else "; padding inlined"
+            vector = f"; vectorized over {d.vector_tile.axis}" if d.vector not in (None, VECTOR_LAST) else ""
             return (f"{d.stage}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
-                    f"{_describe_pack(d)}; {placed}; unroll budget {d.unroll}")
+                    f"{_describe_pack(d)}{padding}{vector}; {placed}; unroll budget {d.unroll}")
         if d.attached:
             return f"{d.stage}: {where}"
         tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
@@ -368,10 +391,16 @@ def _attach_problem(plan_decisions, names: dict) -> str | None:
     return None
 
 
+def _vector_last(items: list, v: int) -> list:
+    """``items`` (one per spatial axis) with the vectorized axis's moved last: the register
+    tile's loop order."""
+    return items[:v] + items[v + 1:] + [items[v]]
+
+
 def _describe_pack(d: MultiLevelDecisions) -> str:
     if d.panel_pack is not None:
         when = "once, at build time" if d.panels_at_build_time else "on every call"
-        return f"packs {d.panel_pack} into panels {d.tiles[-1][2]} wide {when}"
+        return f"packs {d.panel_pack} into panels {d.vector_tile[2]} wide along {d.vector_tile.axis} {when}"
     return "no packing" if d.local_pack is None else f"packs {d.local_pack}"
 
 
@@ -392,15 +421,19 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
     last = len(op.axis) - 1
     parallel = tuple(range(1, len(op.axis) + 1))
     if plan.role == MULTI_LEVEL:
+        vectors = [last] + vector_axes(op)
+        panels = [name for v in vectors for name in panel_inputs(op, v)]
         return CPU_MULTI_LEVEL.knobs(
             name, op,
-            tiles=[tile_candidates(iv.extent, lanes if n == last else 16) for n, iv in enumerate(op.axis)],
+            tiles=[tile_candidates(iv.extent, lanes if n in vectors else 16) for n, iv in enumerate(op.axis)],
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
-            + tuple(PACK_PANELS + name for name in panel_inputs(op))
-            + tuple(PACK_PREPACKED + name for name in panel_inputs(op) if name in layout_free_inputs(op)),
-            attach=_attach_candidates(plan))
+            + tuple(PACK_PANELS + name for name in panels)
+            + tuple(PACK_PREPACKED + name for name in panels if name in layout_free_inputs(op)),
+            attach=_attach_candidates(plan),
+            producers=(PRODUCERS_INLINE, PRODUCERS_STORED) if plan.guarded else None,
+            vector=(VECTOR_LAST,) + tuple(op.axis[v].name for v in vector_axes(op)) if vector_axes(op) else None)
     if plan.role == SIMPLE:
         return CPU_SIMPLE.knobs(
             name, op,
@@ -437,11 +470,29 @@ def layout_free_inputs(op: ComputeOp) -> tuple[str, ...]:
     return tuple(name for name in op.attrs.get(LAYOUT_FREE, ()) if name in read)
 
 
-def panel_inputs(op: ComputeOp) -> dict[str, int]:
-    """Inputs of ``op`` that can be packed into panels along its innermost spatial axis:
-    name -> the dimension every read of that input indexes by that axis alone (``B[k, j]``
-    of matmul: 1; ``W[j, k]`` of dense: 0)."""
-    inner = op.axis[-1].var
+def vector_axes(op: ComputeOp) -> list[int]:
+    """Spatial axes other than the last that a register tile may vectorize: those along
+    which a layout-free input (weights) is read alone, so that input can stream from panels
+    packed at build time while the others are broadcast (conv2d NCHW's output channel
+    ``k``: ``kernel[k, c, r, s]``). The last axis, which the output is contiguous along, is
+    always a candidate; vectorizing another pays off where it is short or strided (a 7x7
+    output, a stride-2 window). Every other input must ignore the axis (be broadcast along
+    it): depthwise_conv2d's data is read along its channels too, with a stride."""
+    free = set(layout_free_inputs(op))
+    reads = [n for n in post_order(op.body) if isinstance(n, TensorRead)]
+
+    def others_ignore(axis: int) -> bool:  # every other input is broadcast along the axis
+        var = op.axis[axis].var
+        return not any(var in free_vars(idx) for r in reads if r.tensor.name not in free for idx in r.indices)
+
+    return [n for n in range(len(op.axis) - 1) if free & set(panel_inputs(op, n)) and others_ignore(n)]
+
+
+def panel_inputs(op: ComputeOp, axis: int = -1) -> dict[str, int]:
+    """Inputs of ``op`` that can be packed into panels along its spatial axis ``axis`` (the
+    innermost by default): name -> the dimension every read of that input indexes by that
+    axis alone (``B[k, j]`` of matmul: 1; ``W[j, k]`` of dense: 0)."""
+    inner = op.axis[axis].var
     found: dict[str, int] = {}
     dropped: set[str] = set()
     for read in (n for n in post_order(op.body) if isinstance(n, TensorRead)):
@@ -484,7 +535,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         owner, tiled = s[plan.owner], s[op]
         tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
     if d.panel_pack is not None:
-        _pack_panels(s, tiled, d.panel_pack, tiles[-1][2], d.panels_at_build_time)
+        _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
     # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
     levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
     a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
@@ -503,7 +554,7 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
     over what one iteration of that loop reads (a block of attention's score rows)."""
     tiled = s[plan.op]
     if d.panel_pack is not None:
-        _pack_panels(s, tiled, d.panel_pack, d.tiles[-1][2], d.panels_at_build_time)
+        _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
     tiled.compute_at(s[plan.host], loop)
     _tile_region(s, tiled, d, three_levels=True)
 
@@ -511,8 +562,9 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
 def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool) -> None:
     """Tile a multi-level stage over the region it computes where it is attached:
     ``S1 R0 S2 R1 S3`` (``three_levels``; else ``S2 R0 R1 S3``, the cache block already
-    outside), the last S3 vectorized, the input ``d.local_pack`` copied per outer
-    reduction step, the innermost small loops unrolled within ``d.unroll``."""
+    outside), the S3 loop of the vectorized axis innermost and vectorized (the register
+    tile's accumulators are laid out in that order), the input ``d.local_pack`` copied per
+    outer reduction step, the innermost small loops unrolled within ``d.unroll``."""
     tiles = d.tiles
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
@@ -528,16 +580,18 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
         x0, x1 = tiled.split(iv, factor=rt[0])
         r0.append(x0)
         r1.append(x1)
-    tiled.reorder(*s1, *r0, *s2, *r1, *s3)
+    v = d.vector_index
+    s3_order = _vector_last(s3, v)
+    tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
-    if tiles[-1][2] > 1:
-        tiled.vectorize(s3[-1])
+    if tiles[v][2] > 1:
+        tiled.vectorize(s3[v])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
     extents.update({id(x): t[1] for x, t in zip(s2, tiles)})
     extents.update({id(x): rt[0] for x, rt in zip(r1, d.reduce_tiles)})
     budget = d.unroll
-    body = max(1, -(-tiles[-1][2] // 16))  # the vector loop's body, in 16-lane instructions
-    for loop in list(reversed(s3[:-1])) + list(reversed(r1)) + list(reversed(s2)):
+    body = max(1, -(-tiles[v][2] // 16))  # the vector loop's body, in 16-lane instructions
+    for loop in list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2)):
         body *= extents[id(loop)]
         if body > budget:
             break
@@ -555,13 +609,13 @@ def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     s[packed].compute_at(tiled, at)
 
 
-def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool) -> None:
+def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool, axis: int = -1) -> None:
     """Rewrite input ``tensor_name`` into panels ``width`` (the register tile) wide before the
     tiled stage runs, so its micro-kernel streams one contiguous panel as the reduction
     advances; the copy runs in parallel over panels, its rows vectorized. ``at_build_time``:
     the panels are packed once, outside the kernel (``Schedule.rewrite_layout``)."""
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
-    dim = panel_inputs(tiled.op)[tensor_name]
+    dim = panel_inputs(tiled.op, axis)[tensor_name]
     if at_build_time:
         s.rewrite_layout(tensor, dim, width, [tiled])
         return
@@ -570,6 +624,18 @@ def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time
     outer, *middle, inner = stage.op.axis
     stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
     stage.vectorize(inner)
+
+
+def _apply_stored_producer(s: Schedule, op: ComputeOp) -> None:
+    """Compute an inlinable producer (padding) on its own, before its readers: every axis but
+    the last fused into one parallel loop, the last vectorized. Its readers then read a
+    buffer, with no condition in their loops."""
+    stage = s[op]
+    *outer, last = op.axis
+    if outer:
+        stage.parallel(stage.fuse(*outer) if len(outer) > 1 else outer[0])
+    if last.extent > 1:
+        stage.vectorize(last)
 
 
 def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> list:

@@ -22,10 +22,12 @@ import math
 import random
 
 from te import dtypes
+from te.expr import TensorRead, Var, post_order
 
 from .config import Config, ConfigError
-from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS, PACK_PREPACKED
+from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED, VECTOR_LAST
 from .sketch import MULTI_LEVEL
+from .space import panel_inputs
 
 #: Most starting points one space offers.
 LIMIT = 16
@@ -152,46 +154,100 @@ def _candidates(space, layout) -> dict:
 
 def _shapes(space, plan, layout):
     """Micro-kernel-shaped decisions of one multi-level stage (as keyword arguments for
-    its decisions: tiles and reduce_tiles by axis, the rest by field), most promising first."""
-    op = plan.op
+    its decisions: tiles and reduce_tiles by axis, the rest by field), most promising first;
+    with a ``vector`` knob, the shapes of each axis it offers, taken in turn."""
     cands = _candidates(space, layout)
+    vectors = cands.get("vector") or (VECTOR_LAST,)
+    per_axis = [_shapes_along(space, plan.op, cands, vector) for vector in vectors]
+    for group in itertools.zip_longest(*per_axis):
+        yield from (shape for shape in group if shape is not None)
+
+
+def _shapes_along(space, op, cands: dict, vector: str):
+    """The micro-kernel shapes whose register tile vectorizes ``vector`` (an axis name, or
+    VECTOR_LAST): the streamed input in panels along that axis, the rows on the axis
+    ``_row_axis`` names."""
     nbytes = dtypes.nbytes(op.output(0).dtype)
     lanes = max(1, space.registers.vector_bytes // nbytes)
     axes = [iv.name for iv in op.axis]
+    v = len(axes) - 1 if vector == VECTOR_LAST else axes.index(vector)
     tile_cands = cands["tiles"]
-    panel = next((c for c in cands["pack"] if str(c).startswith(PACK_PANELS)), PACK_NONE)
-    prepacked = next((c for c in cands["pack"] if str(c).startswith(PACK_PREPACKED)), None)
-    one_row = len(axes) < 2 or op.axis[-2].extent == 1
+    along = panel_inputs(op, v)
+    panel = next((c for c in cands["pack"] if str(c).startswith(PACK_PANELS) and c[len(PACK_PANELS):] in along),
+                 PACK_NONE)
+    prepacked = next((c for c in cands["pack"] if str(c).startswith(PACK_PREPACKED)
+                      and c[len(PACK_PREPACKED):] in along), None)
+    if v != len(axes) - 1 and prepacked is None and panel == PACK_NONE:
+        return  # another axis streams its input from panels only
+    row = _row_axis(op, v)
+    one_row = row is None or op.axis[row].extent == 1
     blocks = ((ONE_ROW_REDUCE_BLOCKS, (1,), ONE_ROW_COLUMN_BLOCKS) if one_row
               else (REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS))
     if prepacked is not None and not one_row:
         packs = [prepacked]  # the same panels, packed once at build time: no call pays for the copy
     elif one_row or panel == PACK_NONE:
         packs = [PACK_NONE]  # one row never reuses a panel
-    elif math.prod(iv.extent for iv in op.axis[:-1]) < FEW_ROWS:
+    elif math.prod(iv.extent for n, iv in enumerate(op.axis) if n != v) < FEW_ROWS:
         packs = [panel, panel[len(PACK_PANELS):]]  # and the same input copied per block
     else:
         packs = [panel]
     for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):
-        width = _largest(_s3_values(tile_cands[axes[-1]]), lanes * width_vectors)
+        width = _largest(_s3_values(tile_cands[axes[v]]), lanes * width_vectors)
         if width is None:
             continue
         rows = 1
-        if len(axes) > 1:
-            fits = [r for r in _s3_values(tile_cands[axes[-2]])
+        if row is not None:
+            fits = [r for r in _s3_values(tile_cands[axes[row]])
                     if space.registers.vectors_needed([r, width], nbytes) <= space.registers.count]
-            rows = max(fits) if fits else 1
-        inner = {axes[-1]: (width, column_block)}
-        if len(axes) > 1:
-            inner[axes[-2]] = (rows, row_block)
+            rows = _most_rows(fits, op.axis[row].extent)
+        inner = {axes[v]: (width, column_block)}
+        if row is not None:
+            inner[axes[row]] = (rows, row_block)
         tiles = {a: _nearest_tile(tile_cands[a], *inner.get(a, (1, 1))) for a in axes}
         if any(t is None for t in tiles.values()):
             continue
         # The outer loops of the first two axes run in parallel, so a short first axis
-        # (M = 128 is one cache block) still splits over the cores.
-        yield dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
-                   parallel=min(2, len(axes)), unroll=_unroll(cands["unroll"]),
-                   pack=pack if width > 1 else PACK_NONE)
+        # (M = 128 is one cache block) still splits over the cores; with four axes or more
+        # (conv2d's n, k, y), all but the last.
+        shape = dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
+                     parallel=min(len(axes), max(2, len(axes) - 1)), unroll=_unroll(cands["unroll"]),
+                     pack=pack if width > 1 else PACK_NONE)
+        if cands.get("producers"):
+            shape["producers"] = PRODUCERS_STORED  # no padding condition inside the micro-kernel
+        if cands.get("vector"):
+            shape["vector"] = vector
+        yield shape
+
+
+def _most_rows(fits: list[int], extent: int) -> int:
+    """The row count among ``fits`` that computes the most useful rows per register tile:
+    ``r`` rows of which the last tile wastes ``ceil(extent / r) * r - extent``; on a tie the
+    one that wastes fewer (14 rows of a 56-row axis, not 16, which compute 64), then the larger."""
+    if not fits:
+        return 1
+
+    def waste(r: int) -> int:
+        return -(-extent // r) * r - extent
+
+    return max(fits, key=lambda r: (round(r * extent / (extent + waste(r)), 9), -waste(r), r))
+
+
+def _row_axis(op, vector: int = -1) -> int | None:
+    """The spatial axis the register tile's rows go on when it vectorizes axis ``vector``:
+    the innermost other one that no input read along ``vector`` depends on, so one vector
+    of that input serves every row (matmul's ``i``: ``B[k, j]`` ignores it; conv2d NCHW
+    vectorized over ``x``: the output channel ``k``, which the data ignores; vectorized
+    over ``k``: ``x``, which the kernel ignores). None for an op of one axis; the innermost
+    other axis when every such input reads all of them."""
+    if len(op.axis) < 2:
+        return None
+    vector = vector % len(op.axis)
+    along = op.axis[vector].var
+    streamed = [read for read in post_order(op.body) if isinstance(read, TensorRead)
+                and any(n is along for idx in read.indices for n in post_order(idx))]
+    used = {n for read in streamed for idx in read.indices for n in post_order(idx) if isinstance(n, Var)}
+    others = [n for n in range(len(op.axis) - 1, -1, -1) if n != vector]
+    return next((n for n in others if op.axis[n].var not in used), others[0])
 
 
 def _s3_values(cands) -> list[int]:

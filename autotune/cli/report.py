@@ -174,6 +174,9 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
             lines.append(f"          warning: {anchor['warning']}")
         if anchor.get("blas"):
             lines.append(f"          BLAS {anchor['blas']}")
+    peak = anchor.get("peak")
+    if peak is not None and result.best_gflops:
+        lines.append(f"peak:     {peak.describe()}; the best is {100 * peak.share(result.best_gflops):.0f} % of it")
     t = result.timings
     lines.append(
         "time:     " + ", ".join(f"{name} {t.get(key, 0.0):.1f} s" for name, key in (

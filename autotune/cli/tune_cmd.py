@@ -379,6 +379,8 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
             raise SystemExit(130) from None
         bar.close()
         found = anchor_report(before, _anchor_after(task, timing, before, result))
+        if executor is None and result.best is not None:
+            found["peak"] = targets.machine_peak(task)  # measured once the measuring process is gone
         if found.get("warning"):
             click.echo(f"warning: {found['warning']}", err=True)
         where = targets.describe(task.target) if executor is None else executor.describe(task.target)

@@ -65,6 +65,13 @@ def _pad2d(X, h_dim: int, ph: int, pw: int, value=0):
     return pad(X, pads, pads, value)
 
 
+def _weights(kernel) -> dict:
+    """The compute attribute that declares the kernel constant weights (TVM's
+    ``layout_free_placeholders``): a schedule may read it re-laid out, packed once at
+    build time (output-channel panels for a register tile vectorized over channels)."""
+    return {"layout_free_placeholders": [kernel.name]}
+
+
 def _conv_params(op, stride, padding, dilation):
     return (
         _checks.int_pair(op, "stride", stride, 1),
@@ -106,7 +113,7 @@ def conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, n
         a = te.cast(acc, P[n, rc, _window(y, sh, ry, dh), _window(x, sw, rx, dw)])
         return te.sum(a * te.cast(acc, kernel[k, rc, ry, rx]), axis=[rc, ry, rx])
 
-    return te.compute((N, K, OH, OW), body, name=name, tag="conv2d_nchw")
+    return te.compute((N, K, OH, OW), body, name=name, tag="conv2d_nchw", attrs=_weights(kernel))
 
 
 def conv2d_nhwc(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, name: str = "conv2d"):
@@ -123,7 +130,7 @@ def conv2d_nhwc(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, n
         a = te.cast(acc, P[n, _window(y, sh, ry, dh), _window(x, sw, rx, dw), rc])
         return te.sum(a * te.cast(acc, kernel[ry, rx, rc, k]), axis=[ry, rx, rc])
 
-    return te.compute((N, OH, OW, K), body, name=name, tag="conv2d_nhwc")
+    return te.compute((N, OH, OW, K), body, name=name, tag="conv2d_nhwc", attrs=_weights(kernel))
 
 
 def depthwise_conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None,
@@ -143,7 +150,7 @@ def depthwise_conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dty
         a = te.cast(acc, P[n, ic, _window(y, sh, ry, dh), _window(x, sw, rx, dw)])
         return te.sum(a * te.cast(acc, kernel[ic, m, ry, rx]), axis=[ry, rx])
 
-    return te.compute((N, C * Mult, OH, OW), body, name=name, tag="depthwise_conv2d_nchw")
+    return te.compute((N, C * Mult, OH, OW), body, name=name, tag="depthwise_conv2d_nchw", attrs=_weights(kernel))
 
 
 @te.register_workload("conv2d")

@@ -27,6 +27,10 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
                       r"5 interleaved rounds \(timed again after it led\), each timing the anchor too\)$", out, re.M)
     assert ratio, out
     assert ratio.group(2) == winner_line[2]
+    peak = re.search(r"^peak: +([\d.]+) GFLOP/s fp32 \(FMA throughput measured on \d+ cores?, \d+ lanes\); "
+                     r"the best is (\d+) % of it$", out, re.M)
+    assert peak, out  # a float32 workload on the CPU: the best's share of the measured peak
+    assert int(peak.group(2)) == pytest.approx(100 * float(best.group(1)) / float(peak.group(1)), abs=1)
 
     with tuning_db.Database(cli.db) as db:
         search, final = db.list_runs()

@@ -161,7 +161,14 @@ def test_the_space_offers_panels_of_inputs_indexed_by_the_innermost_axis():
     pack = next(k for k in dense.space.knobs.knobs if k.name == "dense.pack")
     assert "panels:W" in pack.candidates and "panels:X" not in pack.candidates
     conv = Task("conv2d", CASES["conv2d"])  # NCHW: the innermost axis (ow) reads data through ow + s
-    assert not any(str(c).startswith("panels:") for k in conv.space.knobs.knobs for c in k.candidates)
+    op = conv.workload.outputs[0].op
+    assert panel_inputs(op) == {}
+    # ... but the output channel k reads the kernel (constant weights) alone: panels along k,
+    # for a register tile vectorized over k instead
+    assert panel_inputs(op, 1) == {"kernel": 0}
+    pack = next(k for k in conv.space.knobs.knobs if k.name == "conv2d.pack")
+    assert {"panels:kernel", "prepacked:kernel"} <= set(pack.candidates)
+    assert not any("data" in str(c) or "pad" in str(c) for c in pack.candidates if ":" in str(c))
 
 
 def _with_pack(config: Config, stage: str, pack: str) -> Config:
