@@ -145,10 +145,19 @@ def _pair(value) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
 
 
+def _sides(padding) -> tuple[int, int, int, int]:
+    """Padding as (top, left, bottom, right) from an int, [h, w] or the four sides (as te.ops reads it)."""
+    from te.ops._checks import padding as checked_padding
+
+    return checked_padding("conv2d", padding)
+
+
 def im2col_conv2d(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dilation=1,
                   layout: str = "NCHW") -> np.ndarray:
-    """2-d convolution (cross-correlation) as im2col + matmul, with the te.ops layouts."""
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    """2-d convolution (cross-correlation) as im2col + matmul, with the te.ops layouts;
+    ``padding`` an int, [h, w] or [top, left, bottom, right]."""
+    (sh, sw), (dh, dw) = _pair(stride), _pair(dilation)
+    top, left, bottom, right = _sides(padding)
     if layout == "NCHW":
         data = np.transpose(data, (0, 2, 3, 1))        # work in NHWC: columns are contiguous
         K, C, R, S = kernel.shape
@@ -157,9 +166,9 @@ def im2col_conv2d(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dil
         R, S, C, K = kernel.shape
         weights = kernel.reshape(R * S * C, K)
     N, H, W, _ = data.shape
-    padded = np.pad(data, ((0, 0), (ph, ph), (pw, pw), (0, 0))) if ph or pw else data
-    OH = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
-    OW = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    padded = np.pad(data, ((0, 0), (top, bottom), (left, right), (0, 0))) if any((top, left, bottom, right)) else data
+    OH = (H + top + bottom - dh * (R - 1) - 1) // sh + 1
+    OW = (W + left + right - dw * (S - 1) - 1) // sw + 1
     windows = [padded[:, r * dh: r * dh + sh * (OH - 1) + 1: sh, s * dw: s * dw + sw * (OW - 1) + 1: sw, :]
                for r in range(R) for s in range(S)]
     cols = np.stack(windows, axis=3).reshape(N * OH * OW, R * S * C)
@@ -214,11 +223,17 @@ def _torch_conv2d(torch, p: dict, data: np.ndarray, kernel: np.ndarray) -> Calla
     if p["layout"] == "NHWC":
         x = x.permute(0, 3, 1, 2)  # a channels-last view: no copy
         w = w.permute(3, 2, 0, 1).contiguous()
-    stride, padding, dilation = _pair(p["stride"]), _pair(p["padding"]), _pair(p["dilation"])
+    stride, dilation = _pair(p["stride"]), _pair(p["dilation"])
+    top, left, bottom, right = _sides(p["padding"])
+    symmetric = (top, left) == (bottom, right)
 
     def run() -> np.ndarray:
         with torch.inference_mode():
-            out = torch.nn.functional.conv2d(x, w, None, stride, padding, dilation)
+            if symmetric:
+                out = torch.nn.functional.conv2d(x, w, None, stride, (top, left), dilation)
+            else:  # PyTorch pads both sides alike: a padded copy first, as a PyTorch user writes it
+                padded = torch.nn.functional.pad(x, (left, right, top, bottom))
+                out = torch.nn.functional.conv2d(padded, w, None, stride, 0, dilation)
         return (out.permute(0, 2, 3, 1) if p["layout"] == "NHWC" else out).numpy()
 
     return run

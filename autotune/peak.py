@@ -87,7 +87,7 @@ def measure_cpu_peak(facts, timer: Callable[[], float] = time.perf_counter, runs
     lib.peak_fma.restype = ctypes.c_float
     lib.peak_fma.argtypes = (ctypes.c_long, ctypes.c_float, ctypes.c_float)
     threads = lib.peak_threads()
-    lib.peak_fma(iterations // 8, 0.999999, 1e-6)  # warm-up: threads started, clocks up
+    lib.peak_fma(2 * iterations, 0.999999, 1e-6)  # warm-up: threads started, clocks up (tens of ms)
     fastest = None
     for _ in range(runs):
         start = timer()

@@ -2,9 +2,13 @@
 
     python bench/model.py                         # the MLP, 2000 trials, gradient and round-robin
     python bench/model.py --trials 400 --no-round-robin
+    python bench/model.py --net resnet --trials 500 --no-round-robin
 
-The network: a 4-layer MLP, batch 64, 1024 -> 4096 -> 1024 -> 4096 -> 1024, bias and relu
-after each layer but the last (``autotune.graph``; two distinct tasks of weight 2).
+The networks (``autotune.graph``): ``mlp``, a 4-layer MLP, batch 64, 1024 -> 4096 -> 1024 ->
+4096 -> 1024, bias and relu after each layer but the last (two distinct tasks of weight 2);
+``resnet``, ResNet-50's basic block at 64 channels, 56x56, batch 1: conv3x3 -> batch norm ->
+relu -> conv3x3 -> batch norm -> + x -> relu (two tasks; batch norm folded). Where PyTorch
+is installed the re-timing also times the same network in PyTorch (eager, inference mode).
 
 1. ``tune_graph`` with the gradient task scheduler into a database of its own, and (unless
    ``--no-round-robin``) with round-robin into another, same seed and budget; the
@@ -51,7 +55,76 @@ def mlp():
     return g
 
 
-def numpy_composed(g):
+CHANNELS, SIZE = 64, 56
+
+
+def resnet():
+    from autotune.graph import Graph
+
+    g = Graph("resnet_block", seed=0)
+    x = g.input("x", (1, CHANNELS, SIZE, SIZE))
+    rng = np.random.default_rng(0)
+
+    def bn(h, name):
+        stats = [g.param(f"{name}_{p}", value=v.astype(np.float32)) for p, v in (
+            ("gamma", rng.uniform(0.5, 1.5, CHANNELS)), ("beta", rng.uniform(-0.1, 0.1, CHANNELS)),
+            ("mean", rng.uniform(-0.1, 0.1, CHANNELS)), ("var", rng.uniform(0.5, 1.5, CHANNELS)))]
+        return g.batch_norm(h, *stats)
+
+    h = g.relu(bn(g.conv2d(x, g.param("w1", (CHANNELS, CHANNELS, 3, 3)), padding=1), "bn1"))
+    h = bn(g.conv2d(h, g.param("w2", (CHANNELS, CHANNELS, 3, 3)), padding=1), "bn2")
+    g.output("y", g.relu(g.add(h, x)))
+    return g
+
+
+def numpy_resnet(g):
+    """The block on NumPy: im2col convolutions, batch norm folded as the graph folds it."""
+    from autotune.anchor import im2col_conv2d
+
+    p = {v.name: a for v, a in g.params.items()}
+    (s1, t1), (s2, t2) = [tuple(g.params[v].reshape(1, -1, 1, 1) for v in n.inputs[1:])
+                          for n in g.nodes if n.kind.name == "channel_affine"]
+
+    def run(x):
+        h = im2col_conv2d(x, p["w1"], 1, 1)
+        h *= s1
+        h += t1
+        np.maximum(h, 0, out=h)
+        y = im2col_conv2d(h, p["w2"], 1, 1)
+        y *= s2
+        y += t2
+        y += x
+        return np.maximum(y, 0, out=y)
+
+    return run
+
+
+def torch_resnet(g):
+    """The block in PyTorch (eager, inference mode), or None without PyTorch."""
+    from autotune.anchor import torch_for_conv2d
+    from schedule.targets.cpu import usable_cores
+
+    torch = torch_for_conv2d()
+    if torch is None:
+        return None
+    torch.set_num_threads(usable_cores())
+    F = torch.nn.functional
+    p = {v.name: torch.from_numpy(a) for v, a in g.params.items()}
+
+    def bn(h, name):
+        return F.batch_norm(h, p[f"{name}_mean"], p[f"{name}_var"], p[f"{name}_gamma"], p[f"{name}_beta"],
+                            training=False, eps=1e-5)
+
+    def run(x):
+        with torch.inference_mode():
+            t = torch.from_numpy(x)
+            h = F.relu(bn(F.conv2d(t, p["w1"], padding=1), "bn1"))
+            return F.relu(bn(F.conv2d(h, p["w2"], padding=1), "bn2") + t).numpy()
+
+    return run
+
+
+def numpy_mlp(g):
     """The network on NumPy, step by step on preallocated buffers (the anchor)."""
     params = {v.name: a for v, a in g.params.items()}
     bufs = [np.empty((BATCH, n_out), np.float32) for _, n_out in LAYERS]
@@ -83,35 +156,44 @@ def seconds_per_call(fn, min_time: float = 0.2) -> float:
     return (time.perf_counter() - t0) / calls
 
 
-def retime(db: str) -> dict:
-    """Rebuild from ``db`` and time alternately with NumPy composed (runs in a fresh process)."""
+#: name -> (the graph, NumPy composed, PyTorch or None, the input's shape)
+NETS = {"mlp": (mlp, lambda g: numpy_mlp(g), lambda g: None, (BATCH, LAYERS[0][0])),
+        "resnet": (resnet, lambda g: numpy_resnet(g), lambda g: torch_resnet(g), (1, CHANNELS, SIZE, SIZE))}
+
+
+def retime(db: str, net_name: str) -> dict:
+    """Rebuild from ``db`` and time alternately with NumPy composed, and PyTorch where it is
+    installed and the network has a PyTorch version (runs in a fresh process)."""
     import tuning_db
     from autotune.graph import build_graph
 
-    g = mlp()
+    make, numpy_version, torch_version, shape = NETS[net_name]
+    g = make()
     with tuning_db.Database(db, create=False) as opened:
         net = build_graph(g, db=opened)
-    x = np.random.default_rng(1).uniform(-1, 1, (BATCH, LAYERS[0][0])).astype(np.float32)
+    x = np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)
     np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-3, atol=1e-4)
-    anchor = numpy_composed(g)
-    ours, theirs = [], []
+    anchors = {"numpy": numpy_version(g), "torch": torch_version(g)}
+    anchors = {name: fn for name, fn in anchors.items() if fn is not None}
+    for fn in anchors.values():
+        np.testing.assert_allclose(fn(x), g.run_numpy(x=x)["y"], rtol=1e-3, atol=1e-4)
+    times = {name: [] for name in ["ours", *anchors]}
     for round_ in range(5):
-        pair = [(ours, lambda: net(x=x)), (theirs, lambda: anchor(x))]
-        for times, fn in (pair if round_ % 2 == 0 else pair[::-1]):
+        order = [("ours", lambda: net(x=x))] + [(name, lambda fn=fn: fn(x)) for name, fn in anchors.items()]
+        for name, fn in (order if round_ % 2 == 0 else order[::-1]):
             time.sleep(SETTLE_S)
-            times.append(seconds_per_call(fn))
-    return {"ours_ms": statistics.median(ours) * 1e3, "numpy_ms": statistics.median(theirs) * 1e3,
-            "untuned": net.untuned()}
+            times[name].append(seconds_per_call(fn))
+    return {**{f"{name}_ms": statistics.median(t) * 1e3 for name, t in times.items()}, "untuned": net.untuned()}
 
 
-def tune(db: str, trials: int, scheduler: str, seed: int) -> tuple[object, list]:
+def tune(db: str, trials: int, scheduler: str, seed: int, net_name: str) -> tuple[object, list]:
     import tuning_db
     from autotune.graph import tune_graph
 
     curve: list[tuple[int, float]] = []
     with tuning_db.Database(db) as opened:
         t0 = time.perf_counter()
-        result = tune_graph(mlp(), trials=trials, db=opened, scheduler=scheduler, seed=seed,
+        result = tune_graph(NETS[net_name][0](), trials=trials, db=opened, scheduler=scheduler, seed=seed,
                             progress=lambda r, i: (curve.append((r.trials, r.latency)),
                                                    print(f"   {scheduler}: {r.trials:5d} trials, network "
                                                          f"{r.latency * 1e3:.3f} ms (task {i}), "
@@ -121,32 +203,36 @@ def tune(db: str, trials: int, scheduler: str, seed: int) -> tuple[object, list]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--net", choices=sorted(NETS), default="mlp")
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-round-robin", action="store_true", help="tune with the gradient scheduler only")
     parser.add_argument("--retime", metavar="DB", help=argparse.SUPPRESS)  # the fresh process's part
     args = parser.parse_args()
     if args.retime:
-        print(json.dumps(retime(args.retime)))
+        print(json.dumps(retime(args.retime, args.net)))
         return
     reexec_without_blas_overrides()
-    print(f"# 4-layer MLP, batch {BATCH}, {args.trials} trials, seed {args.seed}; NumPy: {blas_description()}")
+    what = f"4-layer MLP, batch {BATCH}" if args.net == "mlp" else f"ResNet basic block, {CHANNELS} channels, {SIZE}^2"
+    print(f"# {what}, {args.trials} trials, seed {args.seed}; NumPy: {blas_description()}")
     out = Path(tempfile.mkdtemp(prefix="model-bench-"))
-    gradient, curve = tune(str(out / "gradient.db"), args.trials, "gradient", args.seed)
+    gradient, curve = tune(str(out / "gradient.db"), args.trials, "gradient", args.seed, args.net)
     print(f"gradient: {gradient.trials} trials in {gradient.seconds:.0f} s; network estimate "
           f"{gradient.latency * 1e3:.3f} ms; trials per task "
           f"{[(t.weight, s.trials) for t, s in zip(gradient.tasks, gradient.states)]}")
     if not args.no_round_robin:
-        robin, _ = tune(str(out / "round_robin.db"), args.trials, "round_robin", args.seed)
+        robin, _ = tune(str(out / "round_robin.db"), args.trials, "round_robin", args.seed, args.net)
         reached = next((t for t, latency in curve if latency <= robin.latency), None)
         print(f"round-robin: network estimate {robin.latency * 1e3:.3f} ms after {robin.trials} trials; the "
               f"gradient run reached it after {reached if reached is not None else 'never'} trials"
               + (f" ({reached / robin.trials:.0%})" if reached else ""))
-    proc = subprocess.run([sys.executable, __file__, "--retime", str(out / "gradient.db")], capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run([sys.executable, __file__, "--net", args.net, "--retime", str(out / "gradient.db")],
+                          capture_output=True, text=True, check=True)
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    torch_part = (f", PyTorch {figures['torch_ms']:.3f} ms: {figures['torch_ms'] / figures['ours_ms']:.2f}x"
+                  if "torch_ms" in figures else "")
     print(f"re-timed in a fresh process: tuned network {figures['ours_ms']:.3f} ms, NumPy composed "
-          f"{figures['numpy_ms']:.3f} ms: {figures['numpy_ms'] / figures['ours_ms']:.2f}x"
+          f"{figures['numpy_ms']:.3f} ms: {figures['numpy_ms'] / figures['ours_ms']:.2f}x{torch_part}"
           + (f"; untuned tasks: {figures['untuned']}" if figures["untuned"] else ""))
     print(f"databases: {out}")
 

@@ -37,6 +37,9 @@ class IntOrPair(click.ParamType):
     """An int, or two comma-separated ints for (height, width): ``2`` or ``2,1``."""
 
     name = "INT|H,W"
+    #: How many ints a list may hold, and what the error says they mean.
+    lengths = (2,)
+    expected = "one int or two comma-separated ints (H,W)"
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, list)):
@@ -44,9 +47,17 @@ class IntOrPair(click.ParamType):
         items = IntList().convert(value, param, ctx)
         if len(items) == 1:
             return items[0]
-        if len(items) != 2:
-            self.fail(f"{value!r} must be one int or two comma-separated ints (H,W)", param, ctx)
+        if len(items) not in self.lengths:
+            self.fail(f"{value!r} must be {self.expected}", param, ctx)
         return items
+
+
+class Padding(IntOrPair):
+    """Padding of a 2-d window: an int, ``H,W`` or the four sides ``TOP,LEFT,BOTTOM,RIGHT``."""
+
+    name = "INT|H,W|T,L,B,R"
+    lengths = (2, 4)
+    expected = "one int, two (H,W) or four (TOP,LEFT,BOTTOM,RIGHT) comma-separated ints"
 
 
 POSITIVE_INT = click.IntRange(min=1)

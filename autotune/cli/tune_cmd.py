@@ -50,7 +50,8 @@ PARAM_TYPES = {
     "shape": (opt.IntList(), "Tensor shape, comma-separated."),
     "axis": (int, "Axis to reduce over (negative counts from the end)."),
     "stride": (opt.IntOrPair(), f"Window stride: {_PAIR_HELP}."),
-    "padding": (opt.IntOrPair(), f"Zero padding on each side: {_PAIR_HELP}."),
+    "padding": (opt.Padding(), "Zero padding: an int (every side), H,W, or TOP,LEFT,BOTTOM,RIGHT "
+                               "(conv2d; pooling takes an int or H,W)."),
     "dilation": (opt.IntOrPair(), f"Kernel dilation: {_PAIR_HELP}."),
     "kernel": (opt.IntOrPair(), f"Pooling window: {_PAIR_HELP}."),
     "layout": (click.Choice(["NCHW", "NHWC"]), "Data layout."),

@@ -16,8 +16,11 @@ these), and how to compute it with NumPy (the independent reference ``run_numpy`
 Ops: ``dense`` (x (M, K) times w (N, K) transposed, plus an optional bias, as a linear
 layer), ``matmul``, ``bias_add``, ``add`` (same shapes), ``relu``, ``gelu`` (exact, erf),
 ``layernorm`` (over the last axis), ``softmax`` (over the last axis), ``attention``
-(multi-head, over (seq, heads * dim) operands). The ones with a reduction are *anchors*;
-the element-wise ones fuse into them (``partition``).
+(multi-head, over (seq, heads * dim) operands), ``conv2d`` (NCHW data, (K, C, R, S)
+weights, an optional per-channel bias), ``batch_norm`` (inference: folded, when the graph
+is built, into a per-channel ``channel_affine`` ``x * scale[c] + shift[c]`` of constant
+parameters, as inference compilers fold it). The ones with a reduction are *anchors*; the
+element-wise ones fuse into them (``partition``).
 """
 from __future__ import annotations
 
@@ -127,6 +130,29 @@ def _te_dense(X, W, *bias, name):
     return te.ops.dense(X, W, bias[0] if bias else None)
 
 
+def _te_conv2d(X, W, name, stride, padding, dilation):
+    return te.ops.conv2d_nchw(X, W, stride, padding, dilation, name=name)
+
+
+def _np_conv2d(x, w, stride, padding, dilation):
+    from ..anchor import im2col_conv2d
+
+    return im2col_conv2d(x.astype(np.float64), w.astype(np.float64), stride, padding, dilation).astype(x.dtype)
+
+
+def _te_channel_affine(X, scale, shift, name):
+    return te.compute(X.shape, lambda n, c, *hw: X[(n, c, *hw)] * scale[c] + shift[c], name=name, tag="elementwise")
+
+
+def _te_channel_bias(X, b, name):
+    return te.compute(X.shape, lambda n, c, *hw: X[(n, c, *hw)] + b[c], name=name, tag="elementwise")
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A (C,) vector shaped to broadcast over axis 1 of an ``ndim``-d NCHW array."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
 DENSE = OpKind("dense", True, _te_dense,
                lambda x, w, *b: (x.astype(np.float64) @ w.astype(np.float64).T
                                  + (b[0].astype(np.float64) if b else 0)).astype(x.dtype))
@@ -139,6 +165,10 @@ SOFTMAX = OpKind("softmax", True, lambda X, name: te.ops.softmax(X, axis=-1), _n
 BIAS_ADD = OpKind("bias_add", False, _te_bias_add, lambda x, b: x + b)
 ADD = OpKind("add", False, lambda X, Y, name: te.ops.add(X, Y, name=name), lambda x, y: x + y)
 RELU = OpKind("relu", False, lambda X, name: te.ops.relu(X, name=name), lambda x: np.maximum(x, 0))
+CONV2D = OpKind("conv2d", True, _te_conv2d, _np_conv2d)
+CHANNEL_AFFINE = OpKind("channel_affine", False, _te_channel_affine,
+                        lambda x, scale, shift: x * _per_channel(scale, x.ndim) + _per_channel(shift, x.ndim))
+CHANNEL_BIAS = OpKind("channel_bias", False, _te_channel_bias, lambda x, b: x + _per_channel(b, x.ndim))
 GELU = OpKind("gelu", False, _te_gelu,
               lambda x: (0.5 * x.astype(np.float64) * (1 + _erf(x.astype(np.float64) / math.sqrt(2))))
               .astype(x.dtype))
@@ -262,6 +292,46 @@ class Graph:
         if not isinstance(heads, int) or heads <= 0 or q.shape[1] % heads:
             raise GraphError(f"attention: heads must divide the width {q.shape[1]}, got {heads!r}")
         return self._node(ATTENTION, (q, k, v), q.shape, q.dtype, heads=heads, causal=bool(causal))
+
+    def conv2d(self, x: Value, w: Value, bias: Value | None = None, stride=1, padding=0, dilation=1) -> Value:
+        """2-d convolution: x (N, C, H, W), w (K, C, R, S), bias (K,); ``stride``, ``dilation``
+        an int or [h, w]; ``padding`` an int, [h, w] or [top, left, bottom, right]."""
+        self._own(x, w, *([bias] if bias is not None else []))
+        if len(x.shape) != 4 or len(w.shape) != 4 or x.shape[1] != w.shape[1]:
+            raise GraphError(f"conv2d: x is {x.shape} and w is {w.shape}; they must be (N, C, H, W) and (K, C, R, S)")
+        if bias is not None and bias.shape != (w.shape[0],):
+            raise GraphError(f"conv2d: bias must have shape ({w.shape[0]},), got {bias.shape}")
+        try:  # the op checks its parameters and gives the output shape
+            probe = te.ops.conv2d_nchw(te.placeholder(x.shape, x.dtype, "x"), te.placeholder(w.shape, w.dtype, "w"),
+                                       stride, padding, dilation)
+        except te.TEError as exc:
+            raise GraphError(str(exc)) from None
+        out = self._node(CONV2D, (x, w), probe.shape, x.dtype, stride=stride, padding=padding, dilation=dilation)
+        return out if bias is None else self._node(CHANNEL_BIAS, (out, bias), out.shape, out.dtype)
+
+    def channel_affine(self, x: Value, scale: Value, shift: Value) -> Value:
+        """``x * scale[c] + shift[c]`` over the channels (axis 1) of an NCHW value."""
+        self._own(x, scale, shift)
+        if len(x.shape) < 2 or scale.shape != (x.shape[1],) or shift.shape != (x.shape[1],):
+            raise GraphError(f"channel_affine: scale and shift must have shape ({x.shape[1] if len(x.shape) > 1 else '?'},) "
+                             f"for x {x.shape}, got {scale.shape} and {shift.shape}")
+        return self._node(CHANNEL_AFFINE, (x, scale, shift), x.shape, x.dtype)
+
+    def batch_norm(self, x: Value, gamma: Value, beta: Value, mean: Value, var: Value, eps: float = 1e-5) -> Value:
+        """Inference batch norm over the channels of x: ``(x - mean) / sqrt(var + eps) * gamma
+        + beta``, folded now into ``channel_affine`` with constant parameters (its four
+        operands must be parameters: their values are known when the graph is built)."""
+        self._own(x, gamma, beta, mean, var)
+        operands = (gamma, beta, mean, var)
+        if any(v not in self.params for v in operands):
+            raise GraphError("batch_norm: gamma, beta, mean and var must be parameters (constants) to fold")
+        g, b, m, v = (self.params[p].astype(np.float64) for p in operands)
+        scale = g / np.sqrt(v + eps)
+        dtype = dtypes.numpy_dtype(x.dtype)
+        n = len(self.nodes)
+        scale_v = self.param(f"bn{n}_scale", value=scale.astype(dtype))
+        shift_v = self.param(f"bn{n}_shift", value=(b - m * scale).astype(dtype))
+        return self.channel_affine(x, scale_v, shift_v)
 
     # ------------------------------------------------------------ running
 

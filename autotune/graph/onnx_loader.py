@@ -6,6 +6,8 @@ The nodes this reads, and what each becomes:
     MatMul                                matmul (2-d operands)
     Add                                   bias_add (a 1-d initializer on the last axis) or add
     Relu, Gelu (erf form), Softmax (last axis), LayerNormalization (last axis)
+    Conv (2-d, group 1, explicit pads)    conv2d (+ its bias per channel); asymmetric pads kept
+    BatchNormalization (inference)        batch_norm, folded into a per-channel scale and shift
 
 Initializers become the graph's parameters (their values kept), the other graph inputs
 its inputs, the graph outputs its outputs, all float32. Any other node, attribute or dtype
@@ -123,9 +125,24 @@ def _read_node(g: Graph, node, values: dict, initializers: dict) -> None:
         if attrs.get("axis", -1) not in (-1, len(operands[0].shape) - 1) or len(operands) != 3:
             refuse("an axis other than the last, or a missing scale or bias")
         out = g.layernorm(*operands, eps=float(attrs.get("epsilon", 1e-5)))
+    elif op == "Conv":
+        if attrs.get("group", 1) != 1:
+            refuse(f"group {attrs['group']} (only group 1)")
+        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            refuse(f"auto_pad {attrs['auto_pad']!r} (give explicit pads)")
+        if len(operands[0].shape) != 4:
+            refuse(f"a {len(operands[0].shape) - 2}-d convolution (only 2-d)")
+        pads = [int(p) for p in attrs.get("pads", [0, 0, 0, 0])]  # ONNX: [top, left, bottom, right]
+        bias = operands[2] if len(operands) > 2 else None
+        out = g.conv2d(operands[0], operands[1], bias, stride=[int(v) for v in attrs.get("strides", [1, 1])],
+                       padding=pads, dilation=[int(v) for v in attrs.get("dilations", [1, 1])])
+    elif op == "BatchNormalization":
+        if attrs.get("training_mode", 0) or len(operands) != 5:
+            refuse("training mode, or other than the five inputs of inference")
+        out = g.batch_norm(*operands, eps=float(attrs.get("epsilon", 1e-5)))
     else:
         raise GraphError(f"{where}: the op type {op!r} is not supported (supported: Gemm, MatMul, Add, Relu, "
-                         f"Gelu, Softmax, LayerNormalization)")
+                         f"Gelu, Softmax, LayerNormalization, Conv, BatchNormalization)")
     if len(node.output) != 1:
         refuse(f"{len(node.output)} outputs")
     values[node.output[0]] = out

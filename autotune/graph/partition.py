@@ -5,10 +5,12 @@
     groups[0].task_key, groups[0].inputs, groups[0].output
 
 Fusion rule (Ansor's and TVM's, for the ops here): an element-wise node joins the group
-that produced its first operand when that value is the group's last result, is read by
-this node alone and is not an output of the graph; otherwise it starts a group of its own.
-Every reducing node (dense, matmul, layernorm, softmax) starts a group. So ``dense -> bias
--> relu -> add(residual)`` is one group: one kernel, whose element-wise tail the schedule
+that produced one of its operands (the first such, in operand order) when that value is
+the group's last result, is read by this node alone and is not an output of the graph;
+otherwise it starts a group of its own.
+Every reducing node (dense, matmul, conv2d, layernorm, softmax) starts a group. So ``dense
+-> bias -> relu -> add(residual)`` is one group, and so is ``conv2d -> batch_norm ->
+add(residual, ...) -> relu``: one kernel, whose element-wise tail the schedule
 space fuses into the product's tiles.
 
 Each group becomes a workload built from tensors: a placeholder per value it reads from
@@ -59,11 +61,22 @@ def fuse(graph: Graph) -> list[Group]:
     outputs = set(graph.outputs.values())
     groups: list[Group] = []
     group_of: dict[Value, Group] = {}
+
+    def host_of(node: Node) -> Group | None:
+        """The group an element-wise node joins: one whose last result it reads (its first
+        operand's first: a residual add may list it second) and that runs after every group
+        producing its other operands, which must exist when the kernel runs."""
+        latest = max((groups.index(group_of[v]) for v in node.inputs if v in group_of), default=-1)
+        for v in node.inputs:
+            host = group_of.get(v)
+            if (host is not None and host.output is v and v not in outputs and len(graph.consumers(v)) == 1
+                    and groups.index(host) == latest):
+                return host
+        return None
+
     for node in graph.nodes:
-        host = group_of.get(node.inputs[0]) if not node.kind.reduces else None
-        joins = (host is not None and host.output is node.inputs[0] and node.inputs[0] not in outputs
-                 and len(graph.consumers(node.inputs[0])) == 1)
-        if joins:
+        host = host_of(node) if not node.kind.reduces else None
+        if host is not None:
             host.nodes.append(node)
         else:
             host = Group([node])

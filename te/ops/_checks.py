@@ -45,6 +45,20 @@ def int_pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
     return int(items[0]), int(items[1])
 
 
+def padding(op: str, value) -> tuple[int, int, int, int]:
+    """Padding of a 2-d window as (top, left, bottom, right): an int (every side), ``[h, w]``
+    (top and bottom h, left and right w) or ``[top, left, bottom, right]`` (TVM's order, as
+    an ONNX model's asymmetric pads need), each >= 0."""
+    items = [value] * 2 if is_int(value) else value
+    if not isinstance(items, (list, tuple)) or len(items) not in (2, 4) or not all(is_int(v) for v in items):
+        raise te.ShapeError(f"{op}: padding must be an int, a list [h, w] or a list [top, left, bottom, right] "
+                            f"of ints, got {value!r}")
+    if any(v < 0 for v in items):
+        raise te.ShapeError(f"{op}: padding must be >= 0, got {value!r}")
+    items = [int(v) for v in items]
+    return (items[0], items[1], items[0], items[1]) if len(items) == 2 else tuple(items)
+
+
 def shape_list(op: str, name: str, value) -> tuple[int, ...]:
     """A non-empty list of positive ints, as a tuple."""
     if not isinstance(value, (list, tuple)) or not value:
@@ -133,14 +147,17 @@ def same_dtype(op: str, **tensors) -> str:
 
 
 def out_size(op: str, dim: str, size: int, kernel: int, pad: int, stride: int, dilation: int = 1,
-             kernel_name: str | None = None) -> int:
-    """Output extent ``(size + 2*pad - dilation*(kernel-1) - 1) // stride + 1`` of a sliding
-    window along ``dim`` ("height" or "width"); raises when it is not positive."""
+             kernel_name: str | None = None, pad_after: int | None = None) -> int:
+    """Output extent ``(size + pad + pad_after - dilation*(kernel-1) - 1) // stride + 1`` of a
+    sliding window along ``dim`` ("height" or "width"; ``pad_after`` defaults to ``pad``);
+    raises when it is not positive."""
     size_name, default_kernel_name = {"height": ("H", "R"), "width": ("W", "S")}[dim]
-    out = (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    pad_after = pad if pad_after is None else pad_after
+    out = (size + pad + pad_after - dilation * (kernel - 1) - 1) // stride + 1
     if out <= 0:
         raise te.ShapeError(
             f"{op}: output {dim} is {out} for {size_name}={size}, {kernel_name or default_kernel_name}={kernel}, "
-            f"padding={pad}, stride={stride}, dilation={dilation}; the (dilated) window must fit in the padded input"
+            f"padding={pad if pad_after == pad else (pad, pad_after)}, stride={stride}, dilation={dilation}; "
+            f"the (dilated) window must fit in the padded input"
         )
     return out

@@ -160,8 +160,8 @@ def conv2d_bn_relu(data, kernel, scale, shift, stride=1, padding=0, layout: str 
             f"{op}: data is {data.shape} but kernel is {kernel.shape}: input channels {C} and {Ck} differ"
         )
     # checked here too so that errors name this op rather than the conv2d it builds on
-    (sh, sw), (ph, pw), _ = _conv_params(op, stride, padding, 1)
-    _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (1, 1))
+    (sh, sw), pads, _ = _conv_params(op, stride, padding, 1)
+    _out_hw(op, (H, W), (R, S), pads, (sh, sw), (1, 1))
     _vector(op, "scale", scale, K, "output channel")
     _vector(op, "shift", shift, K, "output channel")
     Y = (conv2d_nchw if nchw else conv2d_nhwc)(data, kernel, stride, padding)

@@ -7,8 +7,9 @@ Layouts:
 - ``depthwise_conv2d_nchw``: data (N, C, H, W), kernel (C, multiplier, R, S) ->
   (N, C * multiplier, OH, OW); output channel ``c * multiplier + m`` reads input channel c.
 
-``OH = (H + 2*ph - dh*(R-1) - 1) // sh + 1`` (likewise OW). Padding is a separate compute
-named "pad" (omitted when the padding is zero) so schedules can inline it.
+``OH = (H + top + bottom - dh*(R-1) - 1) // sh + 1`` (likewise OW). ``padding`` is an int, ``[h, w]``
+or ``[top, left, bottom, right]``. Padding is a separate compute named "pad" (omitted when
+the padding is zero) so schedules can inline it or store it.
 """
 from __future__ import annotations
 
@@ -56,13 +57,13 @@ def pad(X, pad_before, pad_after=None, value=0, name: str = "pad"):
     return te.compute(shape, body, name=name, tag="pad")
 
 
-def _pad2d(X, h_dim: int, ph: int, pw: int, value=0):
-    """Pad the two spatial dims of X (starting at ``h_dim``) by (ph, pw) on both sides."""
-    if ph == 0 and pw == 0:
+def _pad2d(X, h_dim: int, pads: tuple[int, int, int, int], value=0):
+    """Pad the two spatial dims of X (starting at ``h_dim``) by ``pads`` (top, left, bottom, right)."""
+    if not any(pads):
         return X
-    pads = [0] * X.ndim
-    pads[h_dim], pads[h_dim + 1] = ph, pw
-    return pad(X, pads, pads, value)
+    before, after = [0] * X.ndim, [0] * X.ndim
+    before[h_dim], before[h_dim + 1], after[h_dim], after[h_dim + 1] = pads
+    return pad(X, before, after, value)
 
 
 def _weights(kernel) -> dict:
@@ -73,25 +74,29 @@ def _weights(kernel) -> dict:
 
 
 def _conv_params(op, stride, padding, dilation):
+    """(stride pair, padding as (top, left, bottom, right), dilation pair), checked."""
     return (
         _checks.int_pair(op, "stride", stride, 1),
-        _checks.int_pair(op, "padding", padding, 0),
+        _checks.padding(op, padding),
         _checks.int_pair(op, "dilation", dilation, 1),
     )
 
 
 def _conv_setup(op: str, data, kernel, stride, padding, dilation, out_dtype):
-    """Checks every convolution shares: (accumulator dtype, stride, padding, dilation pairs)."""
+    """Checks every convolution shares: (accumulator dtype, stride pair, padding (top, left,
+    bottom, right), dilation pair)."""
     _checks.tensor(op, "data", data, 4)
     _checks.tensor(op, "kernel", kernel, 4)
     acc = _checks.accumulator(op, _checks.same_dtype(op, data=data, kernel=kernel), out_dtype)
     return (acc, *_conv_params(op, stride, padding, dilation))
 
 
-def _out_hw(op: str, size, window, pad, stride, dilation) -> tuple[int, int]:
-    """Output height and width (positive, or a clear error naming the parameters)."""
-    return (_checks.out_size(op, "height", size[0], window[0], pad[0], stride[0], dilation[0]),
-            _checks.out_size(op, "width", size[1], window[1], pad[1], stride[1], dilation[1]))
+def _out_hw(op: str, size, window, pads, stride, dilation) -> tuple[int, int]:
+    """Output height and width (positive, or a clear error naming the parameters); ``pads``
+    (top, left, bottom, right)."""
+    top, left, bottom, right = pads
+    return (_checks.out_size(op, "height", size[0], window[0], top, stride[0], dilation[0], pad_after=bottom),
+            _checks.out_size(op, "width", size[1], window[1], left, stride[1], dilation[1], pad_after=right))
 
 
 def _same(op: str, what: str, data, kernel, a: int, b: int) -> None:
@@ -102,11 +107,11 @@ def _same(op: str, what: str, data, kernel, a: int, b: int) -> None:
 def conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, name: str = "conv2d"):
     """2-d convolution, NCHW data and KCRS (OIHW) kernel; stride/padding/dilation an int or [h, w]."""
     op = "conv2d"
-    acc, (sh, sw), (ph, pw), (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
+    acc, (sh, sw), pads, (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
     (N, C, H, W), (K, Ck, R, S) = data.shape, kernel.shape
     _same(op, "input channels", data, kernel, C, Ck)
-    OH, OW = _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (dh, dw))
-    P = _pad2d(data, 2, ph, pw)
+    OH, OW = _out_hw(op, (H, W), (R, S), pads, (sh, sw), (dh, dw))
+    P = _pad2d(data, 2, pads)
     rc, ry, rx = te.reduce_axis((0, C), "rc"), te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
 
     def body(n, k, y, x):
@@ -119,11 +124,11 @@ def conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, n
 def conv2d_nhwc(data, kernel, stride=1, padding=0, dilation=1, out_dtype=None, name: str = "conv2d"):
     """2-d convolution, NHWC data and RSCK (HWIO) kernel; stride/padding/dilation an int or [h, w]."""
     op = "conv2d"
-    acc, (sh, sw), (ph, pw), (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
+    acc, (sh, sw), pads, (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
     (N, H, W, C), (R, S, Ck, K) = data.shape, kernel.shape
     _same(op, "input channels", data, kernel, C, Ck)
-    OH, OW = _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (dh, dw))
-    P = _pad2d(data, 1, ph, pw)
+    OH, OW = _out_hw(op, (H, W), (R, S), pads, (sh, sw), (dh, dw))
+    P = _pad2d(data, 1, pads)
     ry, rx, rc = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx"), te.reduce_axis((0, C), "rc")
 
     def body(n, y, x, k):
@@ -137,11 +142,11 @@ def depthwise_conv2d_nchw(data, kernel, stride=1, padding=0, dilation=1, out_dty
                           name: str = "depthwise_conv2d"):
     """Depthwise convolution: NCHW data, kernel (C, multiplier, R, S), output (N, C*multiplier, OH, OW)."""
     op = "depthwise_conv2d"
-    acc, (sh, sw), (ph, pw), (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
+    acc, (sh, sw), pads, (dh, dw) = _conv_setup(op, data, kernel, stride, padding, dilation, out_dtype)
     (N, C, H, W), (Ck, Mult, R, S) = data.shape, kernel.shape
     _same(op, "channels", data, kernel, C, Ck)
-    OH, OW = _out_hw(op, (H, W), (R, S), (ph, pw), (sh, sw), (dh, dw))
-    P = _pad2d(data, 2, ph, pw)
+    OH, OW = _out_hw(op, (H, W), (R, S), pads, (sh, sw), (dh, dw))
+    P = _pad2d(data, 2, pads)
     ry, rx = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
 
     def body(n, c, y, x):

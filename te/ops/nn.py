@@ -64,7 +64,7 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type: str = "max", layout:
     OH = _checks.out_size(op, "height", H, kh, ph, sh, kernel_name="kernel height")
     OW = _checks.out_size(op, "width", W, kw, pw, sw, kernel_name="kernel width")
     value = te.dtypes.min_value(data.dtype) if pool_type == "max" else 0
-    P = _pad2d(data, h_dim, ph, pw, value)
+    P = _pad2d(data, h_dim, (ph, pw, ph, pw), value)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
     shape = list(data.shape)
     shape[h_dim], shape[h_dim + 1] = OH, OW

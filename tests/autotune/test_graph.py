@@ -193,3 +193,59 @@ def test_a_transformer_block_dedupes_its_projections_and_matches_numpy(tmp_path)
         net = build_graph(g, db=db)
     x = np.random.default_rng(5).uniform(-1, 1, (16, 32)).astype(np.float32)
     np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)
+
+
+def resnet_block(channels: int = 8, size: int = 10) -> Graph:
+    """ResNet's basic block: conv3x3 -> batch norm -> relu -> conv3x3 -> batch norm ->
+    + x -> relu, NCHW, batch 1."""
+    g = Graph("resnet")
+    x = g.input("x", (1, channels, size, size))
+    rng = np.random.default_rng(3)
+
+    def bn(h, name):
+        params = [g.param(f"{name}_{p}", value=v.astype(np.float32)) for p, v in (
+            ("gamma", rng.uniform(0.5, 1.5, channels)), ("beta", rng.uniform(-0.1, 0.1, channels)),
+            ("mean", rng.uniform(-0.1, 0.1, channels)), ("var", rng.uniform(0.5, 1.5, channels)))]
+        return g.batch_norm(h, *params)
+
+    h = g.relu(bn(g.conv2d(x, g.param("w1", (channels, channels, 3, 3)), padding=1), "bn1"))
+    h = bn(g.conv2d(h, g.param("w2", (channels, channels, 3, 3)), padding=1), "bn2")
+    g.output("y", g.relu(g.add(x, h)))  # the residual first: the add still joins the conv's group
+    return g
+
+
+def test_a_resnet_block_fuses_batch_norm_residual_and_relu_into_each_convolution(tmp_path):
+    g = resnet_block()
+    groups, tasks = partition(g)
+    assert [grp.kinds for grp in groups] == ["conv2d_channel_affine_relu", "conv2d_channel_affine_add_relu"]
+    assert len(tasks) == 2
+    # batch norm is folded into constants: the epilogue has no square root, so the schedule
+    # space fuses it (and the relu) into the convolution's tiles
+    space = tasks[1].task.space
+    assert "fused into" in space.describe() or "owns the tiles" in space.describe()
+    with tuning_db.Database(tmp_path / "resnet.db") as db:
+        result = tune_graph(g, trials=len(tasks) * 6, db=db, tuner="xgb", batch=6)
+        assert all(s.trials >= 6 and math.isfinite(s.best) for s in result.states)
+        net = build_graph(g, db=db)
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 8, 10, 10)).astype(np.float32)
+    np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_folds_only_constants_and_a_group_never_runs_before_its_operands():
+    g = Graph("bad_bn")
+    x = g.input("x", (1, 2, 4, 4))
+    gamma = g.input("gamma", (2,))  # an input, not a constant: nothing to fold
+    p = [g.param(n, (2,)) for n in ("beta", "mean", "var")]
+    with pytest.raises(GraphError, match="must be parameters"):
+        g.batch_norm(x, gamma, *p)
+    with pytest.raises(GraphError, match="conv2d: bias must have shape"):
+        g.conv2d(x, g.param("w", (3, 2, 3, 3)), g.param("b", (2,)))
+    with pytest.raises(GraphError, match="output height"):
+        g.conv2d(x, g.param("w5", (3, 2, 5, 5)))
+    # add(a, b) with b from a later group cannot join a's group, which would run before b exists
+    order = Graph("order")
+    x = order.input("x", (4, 8))
+    a = order.dense(x, order.param("wa", (8, 8)))
+    b = order.dense(x, order.param("wb", (8, 8)))
+    order.output("y", order.add(a, b))
+    assert [grp.kinds for grp in fuse(order)] == ["dense", "dense_add"]

@@ -89,12 +89,73 @@ def test_a_block_with_matmul_layernorm_gelu_and_softmax_loads():
 
 
 def test_an_unsupported_node_is_named():
-    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")],
+    model = _model([helper.make_node("MaxPool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2])],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
-                   {"w": np.zeros((4, 3, 3, 3), np.float32)})
-    with pytest.raises(GraphError, match=r"node 'conv1' \(Conv\): the op type 'Conv' is not supported"):
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])], {})
+    with pytest.raises(GraphError, match=r"node 'pool1' \(MaxPool\): the op type 'MaxPool' is not supported"):
         from_onnx(model)
+    grouped = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=3)],
+                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 6, 6])],
+                     {"w": np.zeros((3, 1, 3, 3), np.float32)})
+    with pytest.raises(GraphError, match=r"node 'dw' \(Conv\): group 3 \(only group 1\) is not supported"):
+        from_onnx(grouped)
+
+
+def resnet_model(channels=8, size=10, seed=0):
+    """A ResNet basic block as a PyTorch export has it: Conv (with bias) -> BatchNormalization
+    -> Relu -> Conv -> BatchNormalization -> Add(residual) -> Relu, NCHW; the second conv's
+    pads asymmetric ([top, left, bottom, right] = [1, 0, 1, 1] around a 3x2 window)."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = {"w1": rng.uniform(-0.3, 0.3, (c, c, 3, 3)).astype(np.float32),
+             "b1": rng.uniform(-0.1, 0.1, (c,)).astype(np.float32),
+             "w2": rng.uniform(-0.3, 0.3, (c, c, 3, 2)).astype(np.float32)}
+    for n in (1, 2):
+        inits.update({f"bn{n}.gamma": rng.uniform(0.5, 1.5, (c,)).astype(np.float32),
+                      f"bn{n}.beta": rng.uniform(-0.1, 0.1, (c,)).astype(np.float32),
+                      f"bn{n}.mean": rng.uniform(-0.1, 0.1, (c,)).astype(np.float32),
+                      f"bn{n}.var": rng.uniform(0.5, 1.5, (c,)).astype(np.float32)})
+    bn = lambda n, i, o: helper.make_node("BatchNormalization", [i, f"bn{n}.gamma", f"bn{n}.beta", f"bn{n}.mean",  # noqa: E731
+                                                                 f"bn{n}.var"], [o], epsilon=1e-5)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             bn(1, "c1", "n1"), helper.make_node("Relu", ["n1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 0, 1, 1], kernel_shape=[3, 2]),
+             bn(2, "c2", "n2"), helper.make_node("Add", ["n2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, size, size])], inits)
+    return model, inits
+
+
+def _numpy_resnet(x, inits, eps=1e-5):
+    """The block from the ONNX operator definitions, independently of the graph's ops."""
+    def conv(x, w, pads, b=None):
+        top, left, bottom, right = pads
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+        K, C, R, S = w.shape
+        OH, OW = xp.shape[2] - R + 1, xp.shape[3] - S + 1
+        out = np.zeros((x.shape[0], K, OH, OW))
+        for r in range(R):
+            for s in range(S):
+                out += np.einsum("nchw,kc->nkhw", xp[:, :, r:r + OH, s:s + OW], w[:, :, r, s])
+        return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+    def bn(x, n):
+        p = {k: inits[f"bn{n}.{k}"].reshape(1, -1, 1, 1) for k in ("gamma", "beta", "mean", "var")}
+        return (x - p["mean"]) / np.sqrt(p["var"] + eps) * p["gamma"] + p["beta"]
+
+    h = np.maximum(bn(conv(x, inits["w1"], (1, 1, 1, 1), inits["b1"]), 1), 0)
+    return np.maximum(bn(conv(h, inits["w2"], (1, 0, 1, 1)), 2) + x, 0)
+
+
+def test_a_resnet_block_loads_with_folded_batch_norm_and_asymmetric_pads():
+    model, inits = resnet_model()
+    g = from_onnx(model)
+    groups, tasks = partition(g)
+    assert [grp.kinds for grp in groups] == ["conv2d_channel_bias_channel_affine_relu",
+                                             "conv2d_channel_affine_add_relu"]
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 8, 10, 10)).astype(np.float32)
+    np.testing.assert_allclose(g.run_numpy(x=x)["y"], _numpy_resnet(x, inits), rtol=1e-5, atol=1e-5)
 
 
 def test_autotune_model_tunes_builds_and_checks(tmp_path):

@@ -36,6 +36,11 @@ CASES = {
     "unknown tuner": (["matmul", "--tuner", "anneal"], USAGE, "Invalid value for '--tuner': 'anneal' is not one of"),
     "bad list": (["softmax", "--shape", "4,x"], USAGE,
                  "Invalid value for '--shape': '4,x' is not a comma-separated list of ints"),
+    "three paddings": (["conv2d", "--padding", "1,2,3"], USAGE,
+                       "Invalid value for '--padding': '1,2,3' must be one int, two (H,W) or four "
+                       "(TOP,LEFT,BOTTOM,RIGHT) comma-separated ints"),
+    "pooling pads alike": (["pool2d", "--padding", "1,0,0,1", "--db", "t.db"], LIBRARY,
+                           "pool2d: padding must be an int or a list [h, w] of two ints, got [1, 0, 0, 1]"),
     "library rejects params": (["softmax", "--shape", "4,8", "--axis", "5", "--db", "t.db"], LIBRARY,
                                "softmax: axis must be an int in [-2, 2) for X (4, 8), got 5"),
     "unwritable db": ([*TINY_MATMUL, "--trials", "4", "--db", f"{NOT_A_DIR}/t.db"], LIBRARY,

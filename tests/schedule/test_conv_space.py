@@ -10,21 +10,17 @@ from __future__ import annotations
 import dataclasses
 import random
 
-import numpy as np
 import pytest
 
-import te
-from autotune.builder import LocalBuilder
-from autotune.measure import MeasureInput
 from autotune.task import Task
-from autotune.verify import mismatch, reduction_length
-from backends import cpu
 from backends.cpu import generate_source
 from schedule import describe_lowered
 from schedule.config import Config
 from schedule.decisions import PRODUCERS_INLINE, PRODUCERS_STORED, VECTOR_LAST
 from schedule.space import ConfigSpace, panel_inputs, vector_axes
 from schedule.starting_points import _most_rows, _row_axis
+
+from test_space import _check_sampled
 
 #: (name, conv2d parameters): every one NCHW unless it says otherwise.
 SHAPES = {
@@ -34,6 +30,7 @@ SHAPES = {
     "dilation2": dict(N=1, C=3, H=10, W=9, K=18, R=3, S=3, padding=2, dilation=2),
     "window7_stride2": dict(N=1, C=3, H=20, W=18, K=16, R=7, S=7, padding=3, stride=2),
     "rectangular_padding": dict(N=1, C=6, H=8, W=10, K=17, R=3, S=5, padding=[1, 2]),
+    "asymmetric_padding": dict(N=1, C=5, H=9, W=8, K=20, R=3, S=3, padding=[1, 0, 2, 1], stride=2),
     "pointwise": dict(N=1, C=19, H=5, W=7, K=33, R=1, S=1),
     "nhwc": dict(N=1, C=5, H=9, W=7, K=19, R=3, S=3, padding=1, stride=2, layout="NHWC"),
 }
@@ -53,18 +50,7 @@ def _decisions_with(space: ConfigSpace, config: Config, **changes) -> Config | N
 
 def _check(task: Task, configs: list[Config]) -> None:
     """Build every config, run it on random inputs and compare with the NumPy reference."""
-    wl = task.workload
-    builds = LocalBuilder().build([MeasureInput(task, c) for c in configs])
-    inputs = wl.random_inputs(0)
-    refs = wl.reference(*inputs)
-    for config, build in zip(configs, builds):
-        assert build.status == "ok", f"{config}: {build.error}"
-        module = cpu.CPUModule(task.lower(config), "", build.artifact)
-        outs = [np.full(r.shape, np.nan, dtype=r.dtype) for r in refs]
-        module(*inputs, *outs)
-        for out, ref in zip(outs, refs):
-            problem = mismatch(out, ref, reduction_length(wl.outputs))
-            assert problem is None, f"{task.params} {task.space.describe_config(config)}: {problem}"
+    _check_sampled(None, configs=configs, task=task)
 
 
 def _forced(task: Task, count: int, seed: int, **changes) -> list[Config]:

@@ -41,9 +41,10 @@ def _task(case: str) -> Task:
     return Task(name, CASES[case])
 
 
-def _check_sampled(case: str, count: int = 0, seed: int = 0, configs=None) -> None:
-    """Build ``count`` distinct random configs (or ``configs``) and compare each with the reference."""
-    task = _task(case)
+def _check_sampled(case: str | None, count: int = 0, seed: int = 0, configs=None, task: Task | None = None) -> None:
+    """Build ``count`` distinct random configs (or ``configs``) of ``case``'s task (or of
+    ``task``) and compare each with the reference."""
+    task = task or _task(case)
     wl = task.workload
     rng = random.Random(seed)
     if configs is None:
@@ -59,7 +60,7 @@ def _check_sampled(case: str, count: int = 0, seed: int = 0, configs=None) -> No
         module(*inputs, *outs)
         for out, ref in zip(outs, refs):
             problem = mismatch(out, ref, red)
-            assert problem is None, f"{case} {config}: {problem}"
+            assert problem is None, f"{case or task.key} {task.space.describe_config(config)}: {problem}"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

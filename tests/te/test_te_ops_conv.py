@@ -8,11 +8,19 @@ import te
 from te_helpers import assert_matches, pair, wide
 
 
+def sides(padding):
+    """Padding as (top, left, bottom, right): an int, [h, w] or the four sides."""
+    if not isinstance(padding, int) and len(padding) == 4:
+        return tuple(padding)
+    ph, pw = pair(padding)
+    return ph, pw, ph, pw
+
 
 def conv2d_nchw_ref(x, w, stride, padding, dilation):
     """Sliding-window convolution: np.pad, then one strided slice per kernel tap."""
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
-    x = np.pad(wide(x), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    (sh, sw), (dh, dw) = pair(stride), pair(dilation)
+    top, left, bottom, right = sides(padding)
+    x = np.pad(wide(x), ((0, 0), (0, 0), (top, bottom), (left, right)))
     w = wide(w)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
@@ -26,10 +34,11 @@ def conv2d_nchw_ref(x, w, stride, padding, dilation):
 
 def conv2d_naive(x, w, stride, padding, dilation):
     """Seven nested loops; only to check the sliding-window reference itself."""
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    (sh, sw), (dh, dw) = pair(stride), pair(dilation)
+    ph, pw, bottom, right = sides(padding)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
-    OH, OW = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1, (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    OH, OW = (H + ph + bottom - dh * (R - 1) - 1) // sh + 1, (W + pw + right - dw * (S - 1) - 1) // sw + 1
     out = np.zeros((N, K, OH, OW))
     for n, k, oy, ox, c, r, s in itertools.product(range(N), range(K), range(OH), range(OW), range(C), range(R), range(S)):
         iy, ix = oy * sh + r * dh - ph, ox * sw + s * dw - pw
@@ -49,7 +58,7 @@ def test_sliding_window_reference_matches_naive_loops():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 3, 7, 6))
     w = rng.standard_normal((2, 3, 3, 2))
-    for args in [(1, 0, 1), ([2, 1], [1, 2], [1, 2]), (3, 2, 2)]:
+    for args in [(1, 0, 1), ([2, 1], [1, 2], [1, 2]), (3, 2, 2), (1, [0, 2, 1, 0], 1), ([1, 2], [2, 0, 0, 1], 2)]:
         np.testing.assert_allclose(conv2d_nchw_ref(x, w, *args), conv2d_naive(x, w, *args), rtol=1e-12)
 
 
@@ -62,6 +71,8 @@ CONV_CASES = [
     (1, 2, 2, 3, 3),
     ([2, 1], [0, 1], [1, 2], 3, 2),
     (3, [1, 0], 1, 5, 3),
+    (1, [0, 1, 2, 0], 1, 3, 3),  # asymmetric: [top, left, bottom, right], as ONNX models pad
+    ([2, 1], [1, 0, 0, 2], [1, 2], 3, 2),
 ]
 
 
@@ -120,7 +131,8 @@ def test_conv2d_pad_is_a_separate_select_stage(padding, has_pad):
         assert pad_op.name == "pad" and isinstance(pad_op.body, te.Select) and not pad_op.is_reduction
 
 
-@pytest.mark.parametrize("stride,padding,dilation,mult", [(1, 0, 1, 1), (1, 1, 1, 2), (2, 1, 1, 3), ([1, 2], [2, 1], 2, 2)])
+@pytest.mark.parametrize("stride,padding,dilation,mult", [(1, 0, 1, 1), (1, 1, 1, 2), (2, 1, 1, 3), ([1, 2], [2, 1], 2, 2),
+                                                         (1, [1, 0, 0, 2], 1, 1)])
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
 def test_depthwise_conv2d_matches_numpy(stride, padding, dilation, mult, dtype):
     N, C, H, W, R, S = 2, 3, 9, 7, 3, 3
