@@ -15,7 +15,10 @@ equivalent a NumPy user would really write are anchored:
     attention              batched np.matmul, scale (and mask), max-subtracted softmax in place,
                            batched np.matmul: the same steps as the workload's stages
 
-Others (softmax, pooling, depthwise, element-wise, layernorm, conv2d_bn_relu) return None: NumPy runs them
+    depthwise_conv2d       PyTorch's grouped convolution (oneDNN) where PyTorch is installed; no
+                           NumPy anchor (NumPy has no fair one)
+
+Others (pooling, element-wise, conv2d_bn_relu) return None: NumPy runs them
 single-threaded through temporaries, so a ratio against them would flatter us, and the
 te reference evaluator is a checker, not a competitor. Only float32/float64 are
 anchored: NumPy has no BLAS path for other dtypes.
@@ -211,7 +214,7 @@ def _conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], objec
     return _torch_conv2d(torch, p, data, kernel)
 
 
-def _torch_conv2d(torch, p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], np.ndarray]:
+def _torch_conv2d(torch, p: dict, data: np.ndarray, kernel: np.ndarray, groups: int = 1) -> Callable[[], np.ndarray]:
     """PyTorch's convolution on views of the arrays (NHWC as PyTorch's channels-last
     layout, its kernel laid out as (K, C, R, S) once, as a framework holds its weights),
     on as many threads as this process may use."""
@@ -230,10 +233,10 @@ def _torch_conv2d(torch, p: dict, data: np.ndarray, kernel: np.ndarray) -> Calla
     def run() -> np.ndarray:
         with torch.inference_mode():
             if symmetric:
-                out = torch.nn.functional.conv2d(x, w, None, stride, (top, left), dilation)
+                out = torch.nn.functional.conv2d(x, w, None, stride, (top, left), dilation, groups)
             else:  # PyTorch pads both sides alike: a padded copy first, as a PyTorch user writes it
                 padded = torch.nn.functional.pad(x, (left, right, top, bottom))
-                out = torch.nn.functional.conv2d(padded, w, None, stride, 0, dilation)
+                out = torch.nn.functional.conv2d(padded, w, None, stride, 0, dilation, groups)
         return (out.permute(0, 2, 3, 1) if p["layout"] == "NHWC" else out).numpy()
 
     return run
@@ -336,8 +339,19 @@ def _layernorm(p: dict, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> C
     return run
 
 
+def _depthwise_conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], np.ndarray]:
+    """PyTorch's grouped convolution, one group per input channel (only where PyTorch is
+    installed: ``_TORCH_ONLY``)."""
+    C, mult, R, S = kernel.shape
+    grouped = np.ascontiguousarray(kernel.reshape(C * mult, 1, R, S))  # (C * mult, 1, R, S): the weights' layout
+    return _torch_conv2d(torch_for_conv2d(), dict(p, layout="NCHW"), data, grouped, groups=C)
+
+
 _NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d,
-                      "mlp": _mlp, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm}
+                      "mlp": _mlp, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm,
+                      "depthwise_conv2d": _depthwise_conv2d}
+#: Ops whose only fair equivalent is PyTorch's: no anchor without it.
+_TORCH_ONLY = ("depthwise_conv2d",)
 
 
 def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
@@ -367,6 +381,8 @@ def workload_has_numpy_anchor(workload) -> bool:
 
 def _why_no_numpy_anchor(name: str, params: dict) -> str:
     """Why ``name`` with ``params`` has no NumPy anchor ("" when it has one)."""
+    if name in _TORCH_ONLY and torch_for_conv2d() is None:
+        return f"no anchor: NumPy has no fair equivalent of {name} (with PyTorch installed, oneDNN's is the anchor)"
     if name not in _NUMPY_EQUIVALENTS:
         return f"no anchor: NumPy has no fair equivalent of {name}"
     if params.get("dtype") not in ANCHORED_DTYPES or params.get("out_dtype") not in (None, params.get("dtype")):
@@ -541,7 +557,7 @@ class NumpyAnchor:
 
     def label(self, task) -> str:
         """What this anchor runs for ``task``, as reports name it."""
-        return conv2d_anchor_name() if task.workload_name == "conv2d" else self.name
+        return conv2d_anchor_name() if task.workload_name in ("conv2d", *_TORCH_ONLY) else self.name
 
     def wants_clean_blas(self, task) -> bool:
         """Whether measuring ``task`` needs the restart without the OpenBLAS overrides."""

@@ -175,3 +175,17 @@ def test_autotune_model_tunes_builds_and_checks(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(bad), "--db", str(tmp_path / "x.db")],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "cannot read the ONNX model" in proc.stderr
+
+
+def test_autotune_model_tunes_a_resnet_block_from_onnx(tmp_path):
+    model, _ = resnet_model(channels=8, size=8)
+    path = tmp_path / "resnet.onnx"
+    onnx.save(model, str(path))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
+           "AUTOTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), "--trials", "16",
+                           "--batch-size", "8", "--db", str(tmp_path / "net.db")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 tasks, 16 trials" in proc.stdout
+    assert "check: the built network matches NumPy" in proc.stdout

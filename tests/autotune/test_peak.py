@@ -66,3 +66,23 @@ def test_with_pytorch_installed_the_conv2d_anchor_is_its_convolution(monkeypatch
     fn, why = anchor.numpy_equivalent(task)
     (ref,) = task.workload.reference(*task.workload.random_inputs(seed=0))
     np.testing.assert_allclose(fn(), ref, rtol=1e-4, atol=1e-5)
+
+
+DEPTHWISE = dict(N=1, C=4, H=9, W=8, R=3, S=3, padding=[1, 0, 2, 1], stride=2, multiplier=2)
+
+
+def test_without_pytorch_depthwise_has_no_anchor_and_says_which_one_it_would_have(monkeypatch):
+    monkeypatch.setenv(anchor.CONV_ANCHOR_ENV, "numpy")
+    task = autotune.Task("depthwise_conv2d", DEPTHWISE)
+    fn, why = anchor.numpy_equivalent(task)
+    assert fn is None and "oneDNN" in why and not anchor.has_numpy_anchor(task)
+
+
+def test_with_pytorch_installed_depthwise_is_anchored_on_its_grouped_convolution(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.delenv(anchor.CONV_ANCHOR_ENV, raising=False)
+    task = autotune.Task("depthwise_conv2d", DEPTHWISE)
+    assert anchor.NumpyAnchor().label(task).startswith("PyTorch ")
+    fn, why = anchor.numpy_equivalent(task)
+    (ref,) = task.workload.reference(*task.workload.random_inputs(seed=0))
+    np.testing.assert_allclose(fn(), ref, rtol=1e-4, atol=1e-5)
