@@ -26,8 +26,9 @@ from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, PACK_PANELS,
-                        PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions,
-                        SimpleDecisions, StageCodec, StageDecisions, StageLayout, decode_config)
+                        PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST,
+                        MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
+                        StageLayout, decode_config)
 from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
@@ -290,7 +291,7 @@ class ConfigSpace(SearchSpace):
             raise ConfigError(f"invalid config: {reason}")
         s = create_schedule(self.outputs)
         plan_decisions = self._plan_decisions(config)
-        stored = {op for plan, d in plan_decisions if getattr(d, "stores_producers", False) for op in plan.guarded}
+        stored = _stored_producers(plan_decisions)
         for plan in self.sketch.plans:
             if plan.role == INLINE:
                 if plan.op in stored:
@@ -333,7 +334,7 @@ class ConfigSpace(SearchSpace):
         """One line per stage that says what ``config`` decides for it."""
         lines = []
         plan_decisions = self._plan_decisions(config)
-        stored = {op for plan, d in plan_decisions if getattr(d, "stores_producers", False) for op in plan.guarded}
+        stored = _stored_producers(plan_decisions)
         for plan, d in plan_decisions:
             if d is not None:
                 lines.append(self._describe_decisions(plan, d))
@@ -389,6 +390,11 @@ def _attach_problem(plan_decisions, names: dict) -> str | None:
                 return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but its "
                         f"reader {names[reader]} is computed {where}, outside that loop")
     return None
+
+
+def _stored_producers(plan_decisions) -> set:
+    """The inlinable producers (padding) that some multi-level stage's decisions store first."""
+    return {op for plan, d in plan_decisions if getattr(d, "stores_producers", False) for op in plan.guarded}
 
 
 def _vector_last(items: list, v: int) -> list:

@@ -180,3 +180,15 @@ def test_rows_prefer_tiles_that_waste_no_row():
     assert _most_rows([8, 16], 64) == 16
     assert _most_rows([7, 8], 7) == 7
     assert _most_rows([], 10) == 1
+
+
+def test_a_fused_epilogue_keeps_both_decisions():
+    """conv2d_bn_relu: the convolution's tiles are owned by the batch-norm-and-relu stage,
+    which copies the channel-innermost register tile out to its NCHW output."""
+    task = Task("conv2d_bn_relu", dict(N=1, C=5, H=9, W=8, K=20, R=3, S=3, padding=[1, 0, 2, 1]),
+                target="cpu:avx512")
+    assert "fused into bn_relu" in task.space.describe()
+    points = task.space.starting_points(random.Random(0))
+    assert {task.space.decisions(c)["conv2d"].vector for c in points} == {VECTOR_LAST, "k"}
+    _check(task, points + _forced(task, 4, seed=5, vector="k", pack="prepacked:kernel",
+                                  producers=PRODUCERS_STORED))
