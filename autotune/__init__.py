@@ -9,6 +9,9 @@
         f = autotune.build(task)          # the best stored schedule, else a default one
     task = autotune.Task.from_tensors([A, x, y], name="my_gemv")   # any expression, registered or not
     autotune.tune_graph(graph, trials=2000, db=db); autotune.build_graph(graph, db=db)  # networks
+    dim = autotune.DynamicDim("M", 1, 256, (1, 8, 64, 256))           # a size known only at run time
+    autotune.tune_buckets("dense", dict(N=1024, K=1024), dim, trials=200, db=db)
+    f = autotune.build_buckets("dense", dict(N=1024, K=1024), dim, db=db)   # any M in 1..256
 
 Public names are loaded on first use: ``import autotune`` stays cheap (the measuring
 process imports this package, and the cost model pulls in XGBoost, which takes
@@ -32,6 +35,7 @@ _EXPORTS = {
     "make_tuner": "tuners",
     "replay": "replaying", "Recording": "replaying", "ReplayReport": "replay_report",
     "Graph": "graph", "tune_graph": "graph", "build_graph": "graph",
+    "DynamicDim": "dynamic", "tune_buckets": "dynamic", "build_buckets": "dynamic",
 }
 __all__ = sorted(_EXPORTS)
 

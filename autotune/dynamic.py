@@ -1,0 +1,229 @@
+"""A dimension that changes at run time: kernels tuned for a few sizes (buckets), any size in
+range served by them.
+
+    dim = DynamicDim("M", 1, 256, buckets=(1, 8, 64, 256))
+    tune_buckets("dense", dict(N=1024, K=1024), dim, trials=200, db=db)   # one task per bucket
+    f = build_buckets("dense", dict(N=1024, K=1024), dim, db=db)
+    f(x, w, b, y)            # x (m, 1024), y (m, 1024) for any m in 1..256; no retuning
+    f(x, f.pack("W", w), b, y)   # the weights packed once for every bucket's kernel
+    f.plan(100)              # ((64, 64), (32, 32), (8, 4)): (bucket, rows) per call
+
+Kernels are compiled for static shapes, so a size between buckets is split along the
+dimension into calls of bucket kernels on row slices (the slices of a C-contiguous array
+along its first axis are contiguous: no copy), the last call padded up to a bucket when no
+bucket fits what is left (its rows copied into a zeroed scratch array and back). Which
+buckets: the cheapest plan by the buckets' measured times (a dynamic programme over the
+row count), so 100 rows may run as 64 + 32 + 8 (padded from 4) rather than 64 + 36 calls of
+one row. This is DietCode's idea (a few tuned sizes serve a range) for dimensions along
+which the computation is independent, and only those: ``check_splittable`` refuses a
+dimension that a reduction sums over or that an input is read along other than one row at
+a time (``matmul``'s M and ``dense``'s M qualify; their K does not).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import te
+from te.expr import TensorRead, Var, free_vars, post_order
+from te.tensor import ComputeOp
+
+from .task import Task
+
+
+class DynamicShapeError(ValueError):
+    """A dynamic dimension that cannot be served by splitting (or a size outside its range)."""
+
+
+@dataclass(frozen=True)
+class DynamicDim:
+    """Workload parameter ``name`` takes any value in ``low..high``; kernels are tuned for
+    ``buckets`` (within the range; sorted, deduplicated)."""
+
+    name: str
+    low: int
+    high: int
+    buckets: tuple[int, ...]
+
+    def __post_init__(self):
+        buckets = tuple(sorted(set(int(b) for b in self.buckets)))
+        if not buckets or not 1 <= self.low <= self.high:
+            raise DynamicShapeError(f"dynamic {self.name}: give 1 <= low <= high and at least one bucket")
+        outside = [b for b in buckets if not self.low <= b <= self.high]
+        if outside:
+            raise DynamicShapeError(f"dynamic {self.name}: buckets {outside} lie outside {self.low}..{self.high}")
+        object.__setattr__(self, "buckets", buckets)
+
+
+def bucket_tasks(op: str, params: dict, dim: DynamicDim, target="cpu") -> dict[int, Task]:
+    """One task per bucket: ``params`` with the dynamic parameter set to the bucket."""
+    if dim.name in params:
+        raise DynamicShapeError(f"{op}: {dim.name} is dynamic; leave it out of the parameters")
+    tasks = {b: Task(op, {**params, dim.name: b}, target) for b in dim.buckets}
+    check_splittable(tasks, dim)
+    return tasks
+
+
+def varying_args(tasks: dict[int, Task]) -> list[int]:
+    """Positions of the workload arguments whose first extent is the bucket size (the same
+    position in every bucket's workload), i.e. the arguments split along the dimension."""
+    sizes = sorted(tasks)
+    args = [tasks[b].workload.args for b in sizes]
+    out = []
+    for n in range(len(args[0])):
+        firsts = [a[n].shape[0] if a[n].shape else None for a in args]
+        if firsts == sizes:
+            out.append(n)
+    return out
+
+
+def check_splittable(tasks: dict[int, Task], dim: DynamicDim) -> None:
+    """DynamicShapeError unless every output row along the dimension depends on the matching
+    row of each varying input alone: every compute that varies with it reads varying
+    tensors at its own first index and reads nothing else by it, and no reduction runs
+    over it (checked on the largest bucket's DAG)."""
+    size = max(tasks)
+    task = tasks[size]
+    wl = task.workload
+    positions = varying_args(tasks)
+    if not any(_is_output(wl, wl.args[n]) for n in positions):
+        raise DynamicShapeError(f"{task.workload_name}: no output's first extent follows {dim.name}")
+    varying = {wl.args[n].op for n in positions}
+    for op in te.topological_order(wl.outputs):
+        if not isinstance(op, ComputeOp):
+            continue
+        first = op.axis[0].var if op.axis and op.axis[0].extent == size else None
+        if first is not None:
+            varying.add(op)
+        for read in (n for n in post_order(op.body) if isinstance(n, TensorRead)):
+            reads_varying = read.tensor.op in varying
+            for d, index in enumerate(read.indices):
+                uses_first = first is not None and first in free_vars(index)
+                if reads_varying and d == 0 and not (isinstance(index, Var) and index is first):
+                    raise DynamicShapeError(f"{task.workload_name}: {op.name} reads {read.tensor.name} at row "
+                                            f"{index} along {dim.name}, not row by row; it cannot be split")
+                if uses_first and not (reads_varying and d == 0):
+                    raise DynamicShapeError(f"{task.workload_name}: {op.name} reads {read.tensor.name} by its row "
+                                            f"index along {dim.name}; it cannot be split")
+        if first is None and any(t.op in varying for t in op.input_tensors):
+            raise DynamicShapeError(f"{task.workload_name}: {op.name} combines every row along {dim.name} "
+                                    f"(a reduction over it); it cannot be split")
+
+
+def _is_output(wl, tensor) -> bool:
+    return any(tensor is out for out in wl.outputs)
+
+
+def tune_buckets(op: str, params: dict, dim: DynamicDim, trials: int, db, target="cpu", **tune_options) -> dict:
+    """Tune each bucket's task with ``trials`` trials (``autotune.tune``'s options), into ``db``;
+    bucket -> its TuneResult."""
+    from .tuning import tune
+
+    return {b: tune(task, trials=trials, db=db, **tune_options)
+            for b, task in bucket_tasks(op, params, dim, target).items()}
+
+
+def plan_calls(rows: int, costs: dict[int, float]) -> tuple[tuple[int, int], ...]:
+    """The cheapest way to cover ``rows`` with bucket calls: (bucket, rows it serves) per call,
+    largest first; a call serving fewer rows than its bucket is padded. ``costs``: bucket ->
+    seconds per call. On a tie the larger bucket goes first, so padding lands on a small one."""
+    best = [0.0] + [float("inf")] * rows
+    choice = [None] * (rows + 1)
+    for r in range(1, rows + 1):
+        for b, cost in sorted(costs.items(), reverse=True):
+            total = cost + best[max(0, r - b)]
+            if total < best[r]:
+                best[r], choice[r] = total, b
+    calls, r = [], rows
+    while r > 0:
+        b = choice[r]
+        calls.append((b, min(b, r)))
+        r -= min(b, r)
+    return tuple(sorted(calls, key=lambda c: (-c[1], -c[0])))
+
+
+@dataclass(frozen=True)
+class PackedForBuckets:
+    """Input ``name`` packed once into every bucket kernel's layout (``BucketedModule.pack``):
+    pass it in the input's place and no call packs it again."""
+
+    name: str
+    per_bucket: dict
+
+
+class BucketedModule:
+    """Kernels of a dynamic dimension's buckets, called with arrays of any size in range:
+    ``module(*arrays)`` in the workload's argument order; ``plan(rows)`` says which calls.
+    Constant inputs a bucket's schedule packs (dense's weights) are packed once per bucket
+    and call; ``pack(name, array)`` packs them once for good."""
+
+    def __init__(self, dim: DynamicDim, kernels: dict, costs: dict[int, float], varying: list[int],
+                 outputs: list[int], names: list[str]):
+        self.dim, self.kernels, self.costs = dim, kernels, costs
+        self.varying, self.outputs, self.names = varying, outputs, names
+        self._plans: dict[int, tuple] = {}
+
+    def plan(self, rows: int) -> tuple[tuple[int, int], ...]:
+        if not self.dim.low <= rows <= self.dim.high:
+            raise DynamicShapeError(f"{self.dim.name} = {rows} is outside the tuned range "
+                                    f"{self.dim.low}..{self.dim.high}")
+        if rows not in self._plans:
+            self._plans[rows] = plan_calls(rows, self.costs)
+        return self._plans[rows]
+
+    def pack(self, name: str, array: np.ndarray) -> PackedForBuckets:
+        """Input ``name`` packed for every bucket's kernel, once."""
+        if name not in self.names or self.names.index(name) in self.varying:
+            raise DynamicShapeError(f"{name!r} is not an input of fixed shape")
+        return PackedForBuckets(name, {b: _packed(k, name, array) for b, k in self.kernels.items()})
+
+    def __call__(self, *arrays) -> None:
+        rows = {arrays[n].shape[0] for n in self.varying}
+        if len(rows) != 1:
+            raise DynamicShapeError(f"the arguments split along {self.dim.name} must agree on their first extent, "
+                                    f"got {sorted(rows)}")
+        plan = self.plan(rows.pop())
+        fixed = {n: a for n, a in enumerate(arrays) if n not in self.varying}
+        packed = {}  # (bucket, position) -> the input in that kernel's layout, packed once per call
+        start = 0
+        for bucket, served in plan:
+            part = list(arrays)
+            for n, a in fixed.items():
+                if isinstance(a, PackedForBuckets):
+                    part[n] = a.per_bucket[bucket]
+                elif n not in self.outputs:
+                    if (bucket, n) not in packed:
+                        packed[bucket, n] = _packed(self.kernels[bucket], self.names[n], a)
+                    part[n] = packed[bucket, n]
+            for n in self.varying:
+                piece = arrays[n][start:start + served]
+                if served < bucket:  # the last call: its rows in a zeroed scratch of the bucket's size
+                    scratch = np.zeros((bucket, *piece.shape[1:]), piece.dtype)
+                    scratch[:served] = piece
+                    piece = scratch
+                part[n] = np.ascontiguousarray(piece)  # a row slice of a C-contiguous array: no copy
+            self.kernels[bucket](*part)
+            for n in self.varying:
+                if n in self.outputs and not np.shares_memory(part[n], arrays[n]):
+                    arrays[n][start:start + served] = part[n][:served]
+            start += served
+
+
+def _packed(kernel, name: str, array):
+    pack = getattr(kernel, "pack", None)
+    return array if pack is None else pack(name, array)
+
+
+def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu") -> BucketedModule:
+    """Each bucket built with its best stored config (``autotune.build``), planned by the
+    buckets' stored times (a bucket with none counts as its size in rows)."""
+    from .dispatch import build
+
+    tasks = bucket_tasks(op, params, dim, target)
+    kernels = {b: build(t, db) for b, t in tasks.items()}
+    costs = {b: (k.record.median_s if k.record is not None and k.record.median_s else float(b))
+             for b, k in kernels.items()}
+    wl = tasks[max(tasks)].workload
+    outputs = [n for n, t in enumerate(wl.args) if _is_output(wl, t)]
+    return BucketedModule(dim, kernels, costs, varying_args(tasks), outputs, [t.name for t in wl.args])

@@ -1,0 +1,60 @@
+"""A dimension that changes at run time: buckets tuned, any size in range served by splitting
+along it (``autotune.dynamic``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tuning_db
+from autotune.dynamic import DynamicDim, DynamicShapeError, bucket_tasks, build_buckets, plan_calls, tune_buckets
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_plans_cover_the_rows_at_the_least_measured_cost():
+    costs = {1: 1.0, 8: 3.0, 64: 10.0}
+    assert plan_calls(64, costs) == ((64, 64),)
+    assert plan_calls(72, costs) == ((64, 64), (8, 8))
+    assert plan_calls(70, costs) == ((64, 64), (8, 6))  # 8 padded from 6 (3.0) beats six calls of 1 (6.0)
+    assert plan_calls(2, costs) == ((1, 1), (1, 1))  # two of 1 (2.0) beat 8 padded from 2 (3.0)
+    assert plan_calls(40, {8: 1.0, 64: 4.0}) == ((64, 40),)  # 64 padded (4.0) beats five 8s (5.0)
+    for rows in range(1, 200):
+        assert sum(served for _, served in plan_calls(rows, costs)) == rows
+
+
+def test_a_dimension_is_split_only_where_rows_are_independent():
+    with pytest.raises(DynamicShapeError, match="no output's first extent follows K"):
+        bucket_tasks("dense", dict(M=8, N=4), DynamicDim("K", 1, 8, (4, 8)))
+    with pytest.raises(DynamicShapeError, match="reads A by its row index along M"):
+        bucket_tasks("matmul", dict(N=4, K=8, transpose_a=True), DynamicDim("M", 1, 8, (4, 8)))
+    with pytest.raises(DynamicShapeError, match="leave it out"):
+        bucket_tasks("dense", dict(M=8, N=4, K=4), DynamicDim("M", 1, 8, (4, 8)))
+    with pytest.raises(DynamicShapeError, match="outside"):
+        DynamicDim("M", 1, 8, (4, 16))
+    assert sorted(bucket_tasks("matmul", dict(N=4, K=8), DynamicDim("M", 1, 8, (8, 4, 8)))) == [4, 8]
+
+
+def test_every_batch_in_range_matches_numpy_with_weights_packed_or_not(tmp_path):
+    dim = DynamicDim("M", 1, 40, (1, 8, 32))
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        results = tune_buckets("dense", dict(N=24, K=16), dim, trials=4, db=db, tuner="random", batch_size=4)
+        assert sorted(results) == [1, 8, 32] and all(r.best is not None for r in results.values())
+        f = build_buckets("dense", dict(N=24, K=16), dim, db=db)
+    assert all(k.record is not None for k in f.kernels.values())
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((24, 16)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    packed = f.pack("W", w)
+    for m in range(1, 41):
+        x = rng.standard_normal((m, 16)).astype(np.float32)
+        y = np.full((m, 24), np.nan, np.float32)
+        f(x, w if m % 2 else packed, b, y)
+        np.testing.assert_allclose(y, np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-5, err_msg=f"M={m}")
+        assert sum(served for _, served in f.plan(m)) == m
+    with pytest.raises(DynamicShapeError, match="outside the tuned range 1..40"):
+        f(np.zeros((41, 16), np.float32), w, b, np.zeros((41, 24), np.float32))
+    with pytest.raises(DynamicShapeError, match="must agree"):
+        f(np.zeros((4, 16), np.float32), w, b, np.zeros((5, 24), np.float32))
