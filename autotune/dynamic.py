@@ -11,7 +11,7 @@ range served by them.
 Kernels are compiled for static shapes, so a size between buckets is split along the
 dimension into calls of bucket kernels on row slices (the slices of a C-contiguous array
 along its first axis are contiguous: no copy), the last call padded up to a bucket when no
-bucket fits what is left (its rows copied into a zeroed scratch array and back). Which
+bucket fits what is left (its rows copied into a scratch array and back). Which
 buckets: the cheapest plan by the buckets' measured times (a dynamic programme over the
 row count), so 100 rows may run as 64 + 32 + 8 (padded from 4) rather than 64 + 36 calls of
 one row. This is DietCode's idea (a few tuned sizes serve a range) for dimensions along
@@ -156,13 +156,15 @@ class BucketedModule:
     """Kernels of a dynamic dimension's buckets, called with arrays of any size in range:
     ``module(*arrays)`` in the workload's argument order; ``plan(rows)`` says which calls.
     Constant inputs a bucket's schedule packs (dense's weights) are packed once per bucket
-    and call; ``pack(name, array)`` packs them once for good."""
+    and call; ``pack(name, array)`` packs them once for good. Padded calls reuse scratch
+    arrays kept here, so one module serves one thread at a time."""
 
     def __init__(self, dim: DynamicDim, kernels: dict, costs: dict[int, float], varying: list[int],
                  outputs: list[int], names: list[str]):
         self.dim, self.kernels, self.costs = dim, kernels, costs
         self.varying, self.outputs, self.names = varying, outputs, names
         self._plans: dict[int, tuple] = {}
+        self._scratches: dict[tuple, np.ndarray] = {}
 
     def plan(self, rows: int) -> tuple[tuple[int, int], ...]:
         if not self.dim.low <= rows <= self.dim.high:
@@ -198,16 +200,26 @@ class BucketedModule:
                     part[n] = packed[bucket, n]
             for n in self.varying:
                 piece = arrays[n][start:start + served]
-                if served < bucket:  # the last call: its rows in a zeroed scratch of the bucket's size
-                    scratch = np.zeros((bucket, *piece.shape[1:]), piece.dtype)
+                if served < bucket:  # the last call: its rows in a scratch array of the bucket's size
+                    scratch = self._scratch(bucket, n, piece)
                     scratch[:served] = piece
                     piece = scratch
                 part[n] = np.ascontiguousarray(piece)  # a row slice of a C-contiguous array: no copy
             self.kernels[bucket](*part)
             for n in self.varying:
-                if n in self.outputs and not np.shares_memory(part[n], arrays[n]):
+                if n in self.outputs and not np.may_share_memory(part[n], arrays[n]):
                     arrays[n][start:start + served] = part[n][:served]
             start += served
+
+    def _scratch(self, bucket: int, position: int, piece: np.ndarray) -> np.ndarray:
+        """A reused array of ``bucket`` rows for argument ``position``. The rows past the
+        ones served hold whatever an earlier call left: each row's results depend on its own
+        row alone (``check_splittable``), and the results of those rows are dropped."""
+        key = (bucket, position, piece.shape[1:], piece.dtype.str)
+        scratch = self._scratches.get(key)
+        if scratch is None:
+            scratch = self._scratches[key] = np.zeros((bucket, *piece.shape[1:]), piece.dtype)
+        return scratch
 
 
 def _packed(kernel, name: str, array):
