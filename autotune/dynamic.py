@@ -90,10 +90,11 @@ def check_splittable(tasks: dict[int, Task], dim: DynamicDim) -> None:
     if not any(_is_output(wl, wl.args[n]) for n in positions):
         raise DynamicShapeError(f"{task.workload_name}: no output's first extent follows {dim.name}")
     varying = {wl.args[n].op for n in positions}
+    follows = _computes_following(tasks)
     for op in te.topological_order(wl.outputs):
         if not isinstance(op, ComputeOp):
             continue
-        first = op.axis[0].var if op.axis and op.axis[0].extent == size else None
+        first = op.axis[0].var if op in follows else None
         if first is not None:
             varying.add(op)
         for read in (n for n in post_order(op.body) if isinstance(n, TensorRead)):
@@ -109,6 +110,19 @@ def check_splittable(tasks: dict[int, Task], dim: DynamicDim) -> None:
         if first is None and any(t.op in varying for t in op.input_tensors):
             raise DynamicShapeError(f"{task.workload_name}: {op.name} combines every row along {dim.name} "
                                     f"(a reduction over it); it cannot be split")
+
+
+def _computes_following(tasks: dict[int, Task]) -> set:
+    """The compute ops of the largest bucket's DAG whose first extent follows the dimension:
+    it differs between the smallest and the largest bucket (the two DAGs have the same
+    structure, so their ops pair up in topological order); with one bucket, the ops whose
+    first extent equals it."""
+    small, large = min(tasks), max(tasks)
+    ops = [[op for op in te.topological_order(tasks[b].workload.outputs) if isinstance(op, ComputeOp)]
+           for b in (small, large)]
+    if small == large:
+        return {op for op in ops[1] if op.axis and op.axis[0].extent == large}
+    return {big for little, big in zip(*ops) if big.axis and little.axis[0].extent != big.axis[0].extent}
 
 
 def _is_output(wl, tensor) -> bool:

@@ -35,6 +35,8 @@ def test_a_dimension_is_split_only_where_rows_are_independent():
     with pytest.raises(DynamicShapeError, match="outside"):
         DynamicDim("M", 1, 8, (4, 16))
     assert sorted(bucket_tasks("matmul", dict(N=4, K=8), DynamicDim("M", 1, 8, (8, 4, 8)))) == [4, 8]
+    # a fixed extent equal to a bucket (N = 32) is not taken for the dynamic one
+    assert sorted(bucket_tasks("dense", dict(N=32, K=32), DynamicDim("M", 1, 32, (8, 32)))) == [8, 32]
 
 
 def test_every_batch_in_range_matches_numpy_with_weights_packed_or_not(tmp_path):
