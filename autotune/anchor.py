@@ -15,10 +15,10 @@ equivalent a NumPy user would really write are anchored:
     attention              batched np.matmul, scale (and mask), max-subtracted softmax in place,
                            batched np.matmul: the same steps as the workload's stages
 
-    depthwise_conv2d       PyTorch's grouped convolution (oneDNN) where PyTorch is installed; no
-                           NumPy anchor (NumPy has no fair one)
+    depthwise_conv2d,      PyTorch's grouped convolution and pooling (oneDNN) where PyTorch is
+    pool2d                 installed; no NumPy anchor (NumPy has no fair one)
 
-Others (pooling, element-wise, conv2d_bn_relu) return None: NumPy runs them
+Others (element-wise, conv2d_bn_relu) return None: NumPy runs them
 single-threaded through temporaries, so a ratio against them would flatter us, and the
 te reference evaluator is a checker, not a competitor. Only float32/float64 are
 anchored: NumPy has no BLAS path for other dtypes.
@@ -347,11 +347,47 @@ def _depthwise_conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable
     return _torch_conv2d(torch_for_conv2d(), dict(p, layout="NCHW"), data, grouped, groups=C)
 
 
+def _pool2d(p: dict, data: np.ndarray) -> Callable[[], np.ndarray]:
+    """PyTorch's pooling (only where PyTorch is installed: ``_TORCH_ONLY``); an average counts
+    the padding in its divisor, as the te op does."""
+    torch = torch_for_conv2d()
+    from schedule.targets.cpu import usable_cores
+
+    torch.set_num_threads(usable_cores())
+    kernel = _pair(p["kernel"])
+    stride = _pair(p["kernel"] if p.get("stride") is None else p["stride"])
+    padding = _pair(p["padding"])
+    x = torch.from_numpy(data)
+    nhwc = p.get("layout", "NCHW") == "NHWC"
+    if nhwc:
+        x = x.permute(0, 3, 1, 2)  # a channels-last view: no copy
+    F = torch.nn.functional
+
+    def run() -> np.ndarray:
+        with torch.inference_mode():
+            if p.get("pool_type", "max") == "max":
+                out = F.max_pool2d(x, kernel, stride, padding)
+            else:
+                out = F.avg_pool2d(x, kernel, stride, padding, count_include_pad=True)
+        return (out.permute(0, 2, 3, 1) if nhwc else out).numpy()
+
+    return run
+
+
+def _why_not_pool2d(params: dict) -> str:
+    """Why PyTorch cannot pool like ``params`` ("" when it can): it pads at most half a window."""
+    kernel, padding = _pair(params["kernel"]), _pair(params["padding"])
+    if any(2 * pad > k for pad, k in zip(padding, kernel)):
+        return (f"no anchor: PyTorch pools pad at most half the window (padding {params['padding']}, "
+                f"kernel {params['kernel']})")
+    return ""
+
+
 _NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d,
                       "mlp": _mlp, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm,
-                      "depthwise_conv2d": _depthwise_conv2d}
+                      "depthwise_conv2d": _depthwise_conv2d, "pool2d": _pool2d}
 #: Ops whose only fair equivalent is PyTorch's: no anchor without it.
-_TORCH_ONLY = ("depthwise_conv2d",)
+_TORCH_ONLY = ("depthwise_conv2d", "pool2d")
 
 
 def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
@@ -383,6 +419,8 @@ def _why_no_numpy_anchor(name: str, params: dict) -> str:
     """Why ``name`` with ``params`` has no NumPy anchor ("" when it has one)."""
     if name in _TORCH_ONLY and torch_for_conv2d() is None:
         return f"no anchor: NumPy has no fair equivalent of {name} (with PyTorch installed, oneDNN's is the anchor)"
+    if name == "pool2d" and _why_not_pool2d(params):
+        return _why_not_pool2d(params)
     if name not in _NUMPY_EQUIVALENTS:
         return f"no anchor: NumPy has no fair equivalent of {name}"
     if params.get("dtype") not in ANCHORED_DTYPES or params.get("out_dtype") not in (None, params.get("dtype")):

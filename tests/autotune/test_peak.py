@@ -36,9 +36,12 @@ def test_a_peak_describes_itself_and_gives_shares():
     assert peak.share(150.0) == pytest.approx(0.75)
 
 
-def test_only_float32_cpu_work_has_a_peak():
+def test_only_float32_cpu_work_that_can_approach_it_has_a_peak():
     wl64 = autotune.Task("matmul", dict(M=8, N=8, K=8, dtype="float64"), target="cpu")
     assert targets.machine_peak(wl64) is None
+    pooling = autotune.Task("pool2d", dict(N=1, C=2, H=8, W=8, kernel=2), target="cpu")
+    assert targets.machine_peak(pooling) is None  # memory-bound: a share of the FMA peak says nothing
+    assert targets.machine_peak(autotune.Task("matmul", dict(M=8, N=8, K=8), target="cpu")).gflops > 0
     assert targets.machine_peak(autotune.Task("matmul", dict(M=8, N=8, K=8), target="cuda_sim")) is None
 
 
@@ -86,3 +89,17 @@ def test_with_pytorch_installed_depthwise_is_anchored_on_its_grouped_convolution
     fn, why = anchor.numpy_equivalent(task)
     (ref,) = task.workload.reference(*task.workload.random_inputs(seed=0))
     np.testing.assert_allclose(fn(), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("params", [dict(N=1, C=3, H=9, W=8, kernel=3, stride=2, padding=1, pool_type="max"),
+                                    dict(N=1, C=3, H=9, W=8, kernel=[3, 2], padding=[1, 1], pool_type="avg",
+                                         layout="NHWC")])
+def test_with_pytorch_installed_pooling_is_anchored_on_its_pooling(monkeypatch, params):
+    pytest.importorskip("torch")
+    monkeypatch.delenv(anchor.CONV_ANCHOR_ENV, raising=False)
+    task = autotune.Task("pool2d", params)
+    fn, why = anchor.numpy_equivalent(task)
+    (ref,) = task.workload.reference(*task.workload.random_inputs(seed=0))
+    np.testing.assert_allclose(fn(), ref, rtol=1e-5, atol=1e-6)
+    wide = autotune.Task("pool2d", dict(params, kernel=3, padding=2))  # PyTorch pads at most half a window
+    assert anchor.numpy_equivalent(wide)[0] is None and "at most half" in anchor.numpy_equivalent(wide)[1]

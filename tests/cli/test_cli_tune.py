@@ -65,12 +65,17 @@ def test_progress_bar_goes_to_stderr(tuned):
 
 
 def test_op_without_a_fair_numpy_equivalent_says_no_anchor(cli):
+    proc = cli.run("elementwise", "--op", "sigmoid", "--shape", "8,8", "--trials", "4", "--batch-size", "4",
+                   "--tuner", "random", "--final", "0")
+    assert re.search(r"^anchor: +no anchor: NumPy has no fair equivalent of elementwise$", proc.stdout, re.M)
+    # pooling's fair equivalent is PyTorch's: without it (or told to use NumPy) there is none
     proc = cli.run("pool2d", "-C", "4", "-H", "8", "-W", "8", "--trials", "4", "--batch-size", "4", "--tuner",
-                   "random", "--final", "0")
-    assert re.search(r"^anchor: +no anchor: NumPy has no fair equivalent of pool2d$", proc.stdout, re.M)
+                   "random", "--final", "0", env=cli_env(cli.root, AUTOTUNE_CONV2D_ANCHOR="numpy"))
+    assert re.search(r"^anchor: +no anchor: NumPy has no fair equivalent of pool2d \(with PyTorch installed, "
+                     r"oneDNN's is the anchor\)$", proc.stdout, re.M), proc.stdout
     with tuning_db.Database(cli.db) as db:
-        (workload,) = db.list_workloads()
-        assert workload.name == "pool2d" and workload.n_records == 4
+        counts = {w.name: w.n_records for w in db.list_workloads()}
+        assert counts == {"elementwise": 4, "pool2d": 4}
 
 
 def test_database_location_follows_env_then_xdg(cli):
