@@ -20,3 +20,16 @@ def numpy_matmul_gflops(M: int, N: int, K: int, dtype: str = "float32", min_time
     c = np.empty((M, N), dtype=dtype)
     t = median_seconds(lambda: np.matmul(a, b, out=c), min_time=min_time)
     return 2.0 * M * N * K / t / 1e9
+
+
+def seconds_per_call(fn, min_time: float = 0.2) -> float:
+    """Mean seconds per call of ``fn`` over at least ``min_time`` and 5 calls, after one
+    untimed call (a whole network or a module of several kernels: no per-call flush)."""
+    import time
+
+    fn()
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < min_time or calls < 5:
+        fn()
+        calls += 1
+    return (time.perf_counter() - t0) / calls

@@ -27,17 +27,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
+from anchor import seconds_per_call  # noqa: E402
+
 BUCKETS = (1, 8, 64, 256)
 SETTLE_S = 0.05
-
-
-def seconds_per_call(fn, min_time: float = 0.2) -> float:
-    fn()
-    calls, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < min_time or calls < 5:
-        fn()
-        calls += 1
-    return (time.perf_counter() - t0) / calls
 
 
 def retime(db: str, size: int, sizes: list[int]) -> dict:

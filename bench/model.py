@@ -37,7 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
+from anchor import blas_description, reexec_without_blas_overrides, seconds_per_call  # noqa: E402
 
 LAYERS = [(1024, 4096), (4096, 1024), (1024, 4096), (4096, 1024)]
 BATCH = 64
@@ -145,15 +145,6 @@ def numpy_mlp(g):
 #: Pause before each timing: OpenBLAS's threads spin about 0.1 s after NumPy's last call
 #: (on the cores the network's kernels need), OpenMP's a few milliseconds after ours.
 SETTLE_S = 0.3
-
-
-def seconds_per_call(fn, min_time: float = 0.2) -> float:
-    fn()
-    calls, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < min_time or calls < 5:
-        fn()
-        calls += 1
-    return (time.perf_counter() - t0) / calls
 
 
 #: name -> (the graph, NumPy composed, PyTorch or None, the input's shape)
