@@ -183,11 +183,12 @@ def im2col_conv2d(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dil
 CONV_ANCHOR_ENV = "AUTOTUNE_CONV2D_ANCHOR"
 
 
-def torch_for_conv2d():
-    """The ``torch`` module where the conv2d anchor is PyTorch's convolution (oneDNN on the
-    CPU): PyTorch installed and ``AUTOTUNE_CONV2D_ANCHOR`` not "numpy"; else None. NumPy's
-    im2col + matmul is the fallback, and a weak one: it copies every window and runs one
-    generic GEMM, far from the direct convolutions of oneDNN or a tuned kernel."""
+def torch_for_anchors():
+    """The ``torch`` module where conv2d, depthwise_conv2d and pool2d are anchored on
+    PyTorch's ops (oneDNN on the CPU): PyTorch installed and ``AUTOTUNE_CONV2D_ANCHOR`` not
+    "numpy"; else None. For conv2d NumPy's im2col + matmul is the fallback, and a weak one:
+    it copies every window and runs one generic GEMM, far from the direct convolutions of
+    oneDNN or a tuned kernel; the other two have no anchor without PyTorch."""
     if os.environ.get(CONV_ANCHOR_ENV, "").lower() == "numpy":
         return None
     try:
@@ -199,7 +200,7 @@ def torch_for_conv2d():
 
 def conv2d_anchor_name() -> str:
     """What the conv2d anchor runs, as reports name it."""
-    torch = torch_for_conv2d()
+    torch = torch_for_anchors()
     if torch is None:
         return ("NumPy (im2col + matmul: a weak baseline for conv2d; install PyTorch to compare "
                 "with oneDNN)")
@@ -208,23 +209,29 @@ def conv2d_anchor_name() -> str:
 
 
 def _conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], object]:
-    torch = torch_for_conv2d()
+    torch = torch_for_anchors()
     if torch is None:
         return lambda: im2col_conv2d(data, kernel, p["stride"], p["padding"], p["dilation"], p["layout"])
     return _torch_conv2d(torch, p, data, kernel)
+
+
+def _torch_input(torch, data: np.ndarray, layout: str):
+    """``data`` as the NCHW tensor PyTorch's ops take, without a copy (NHWC as PyTorch's
+    channels-last view), PyTorch set to as many threads as this process may use."""
+    from schedule.targets.cpu import usable_cores
+
+    torch.set_num_threads(usable_cores())
+    x = torch.from_numpy(data)
+    return x.permute(0, 3, 1, 2) if layout == "NHWC" else x
 
 
 def _torch_conv2d(torch, p: dict, data: np.ndarray, kernel: np.ndarray, groups: int = 1) -> Callable[[], np.ndarray]:
     """PyTorch's convolution on views of the arrays (NHWC as PyTorch's channels-last
     layout, its kernel laid out as (K, C, R, S) once, as a framework holds its weights),
     on as many threads as this process may use."""
-    from schedule.targets.cpu import usable_cores
-
-    torch.set_num_threads(usable_cores())
-    x = torch.from_numpy(data)
+    x = _torch_input(torch, data, p["layout"])
     w = torch.from_numpy(kernel)
     if p["layout"] == "NHWC":
-        x = x.permute(0, 3, 1, 2)  # a channels-last view: no copy
         w = w.permute(3, 2, 0, 1).contiguous()
     stride, dilation = _pair(p["stride"]), _pair(p["dilation"])
     top, left, bottom, right = _sides(p["padding"])
@@ -344,23 +351,18 @@ def _depthwise_conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable
     installed: ``_TORCH_ONLY``)."""
     C, mult, R, S = kernel.shape
     grouped = np.ascontiguousarray(kernel.reshape(C * mult, 1, R, S))  # (C * mult, 1, R, S): the weights' layout
-    return _torch_conv2d(torch_for_conv2d(), dict(p, layout="NCHW"), data, grouped, groups=C)
+    return _torch_conv2d(torch_for_anchors(), dict(p, layout="NCHW"), data, grouped, groups=C)
 
 
 def _pool2d(p: dict, data: np.ndarray) -> Callable[[], np.ndarray]:
     """PyTorch's pooling (only where PyTorch is installed: ``_TORCH_ONLY``); an average counts
     the padding in its divisor, as the te op does."""
-    torch = torch_for_conv2d()
-    from schedule.targets.cpu import usable_cores
-
-    torch.set_num_threads(usable_cores())
+    torch = torch_for_anchors()
     kernel = _pair(p["kernel"])
     stride = _pair(p["kernel"] if p.get("stride") is None else p["stride"])
     padding = _pair(p["padding"])
-    x = torch.from_numpy(data)
     nhwc = p.get("layout", "NCHW") == "NHWC"
-    if nhwc:
-        x = x.permute(0, 3, 1, 2)  # a channels-last view: no copy
+    x = _torch_input(torch, data, p.get("layout", "NCHW"))
     F = torch.nn.functional
 
     def run() -> np.ndarray:
@@ -417,10 +419,10 @@ def workload_has_numpy_anchor(workload) -> bool:
 
 def _why_no_numpy_anchor(name: str, params: dict) -> str:
     """Why ``name`` with ``params`` has no NumPy anchor ("" when it has one)."""
-    if name in _TORCH_ONLY and torch_for_conv2d() is None:
+    if name in _TORCH_ONLY and torch_for_anchors() is None:
         return f"no anchor: NumPy has no fair equivalent of {name} (with PyTorch installed, oneDNN's is the anchor)"
-    if name == "pool2d" and _why_not_pool2d(params):
-        return _why_not_pool2d(params)
+    if name == "pool2d" and (why := _why_not_pool2d(params)):
+        return why
     if name not in _NUMPY_EQUIVALENTS:
         return f"no anchor: NumPy has no fair equivalent of {name}"
     if params.get("dtype") not in ANCHORED_DTYPES or params.get("out_dtype") not in (None, params.get("dtype")):
@@ -589,7 +591,7 @@ def disagreement(before: AnchorFigure, after: AnchorFigure, allowance: float = N
 
 class NumpyAnchor:
     """The anchor of CPU kinds: NumPy (OpenBLAS/MKL), measured in this process; conv2d's is
-    PyTorch (oneDNN) where it is installed (``torch_for_conv2d``)."""
+    PyTorch (oneDNN) where it is installed (``torch_for_anchors``)."""
 
     name = "NumPy"
 

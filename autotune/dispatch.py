@@ -70,3 +70,11 @@ def build(task: Task, db=None):
     module.config = config
     module.record = record
     return module
+
+
+def packed_input(module, name: str, array):
+    """Input ``name`` of a built ``module`` packed once into the layout its schedule chose
+    (``CPUModule.pack``), to pass in the array's place; the array itself for a backend that
+    packs nothing."""
+    pack = getattr(module, "pack", None)
+    return array if pack is None else pack(name, array)

@@ -66,16 +66,22 @@ def bucket_tasks(op: str, params: dict, dim: DynamicDim, target="cpu") -> dict[i
 
 
 def varying_args(tasks: dict[int, Task]) -> list[int]:
-    """Positions of the workload arguments whose first extent is the bucket size (the same
-    position in every bucket's workload), i.e. the arguments split along the dimension."""
+    """Positions of the workload arguments split along the dimension: their first extent is
+    the bucket size in every bucket's workload."""
+    return _following(tasks, [tasks[b].workload.args for b in sorted(tasks)])
+
+
+def _following(tasks: dict[int, Task], per_bucket: list[list]) -> list[int]:
+    """Positions, in lists of tensors or compute ops that pair up across the buckets (one
+    list per bucket, smallest first), of those whose first extent is the bucket size in every
+    bucket: they follow the dimension."""
     sizes = sorted(tasks)
-    args = [tasks[b].workload.args for b in sizes]
-    out = []
-    for n in range(len(args[0])):
-        firsts = [a[n].shape[0] if a[n].shape else None for a in args]
-        if firsts == sizes:
-            out.append(n)
-    return out
+
+    def first(item):
+        shape = item.output(0).shape if isinstance(item, ComputeOp) else item.shape
+        return shape[0] if shape else None
+
+    return [n for n in range(len(per_bucket[0])) if [first(items[n]) for items in per_bucket] == sizes]
 
 
 def check_splittable(tasks: dict[int, Task], dim: DynamicDim) -> None:
@@ -113,16 +119,11 @@ def check_splittable(tasks: dict[int, Task], dim: DynamicDim) -> None:
 
 
 def _computes_following(tasks: dict[int, Task]) -> set:
-    """The compute ops of the largest bucket's DAG whose first extent follows the dimension:
-    it differs between the smallest and the largest bucket (the two DAGs have the same
-    structure, so their ops pair up in topological order); with one bucket, the ops whose
-    first extent equals it."""
-    small, large = min(tasks), max(tasks)
+    """The compute ops of the largest bucket's DAG that follow the dimension (the DAGs of
+    the buckets have the same structure, so their ops pair up in topological order)."""
     ops = [[op for op in te.topological_order(tasks[b].workload.outputs) if isinstance(op, ComputeOp)]
-           for b in (small, large)]
-    if small == large:
-        return {op for op in ops[1] if op.axis and op.axis[0].extent == large}
-    return {big for little, big in zip(*ops) if big.axis and little.axis[0].extent != big.axis[0].extent}
+           for b in sorted(tasks)]
+    return {ops[-1][n] for n in _following(tasks, ops)}
 
 
 def _is_output(wl, tensor) -> bool:
@@ -192,13 +193,17 @@ class BucketedModule:
         """Input ``name`` packed for every bucket's kernel, once."""
         if name not in self.names or self.names.index(name) in self.varying:
             raise DynamicShapeError(f"{name!r} is not an input of fixed shape")
-        return PackedForBuckets(name, {b: _packed(k, name, array) for b, k in self.kernels.items()})
+        from .dispatch import packed_input
+
+        return PackedForBuckets(name, {b: packed_input(k, name, array) for b, k in self.kernels.items()})
 
     def __call__(self, *arrays) -> None:
         rows = {arrays[n].shape[0] for n in self.varying}
         if len(rows) != 1:
             raise DynamicShapeError(f"the arguments split along {self.dim.name} must agree on their first extent, "
                                     f"got {sorted(rows)}")
+        from .dispatch import packed_input
+
         plan = self.plan(rows.pop())
         fixed = {n: a for n, a in enumerate(arrays) if n not in self.varying}
         packed = {}  # (bucket, position) -> the input in that kernel's layout, packed once per call
@@ -210,7 +215,7 @@ class BucketedModule:
                     part[n] = a.per_bucket[bucket]
                 elif n not in self.outputs:
                     if (bucket, n) not in packed:
-                        packed[bucket, n] = _packed(self.kernels[bucket], self.names[n], a)
+                        packed[bucket, n] = packed_input(self.kernels[bucket], self.names[n], a)
                     part[n] = packed[bucket, n]
             for n in self.varying:
                 piece = arrays[n][start:start + served]
@@ -234,11 +239,6 @@ class BucketedModule:
         if scratch is None:
             scratch = self._scratches[key] = np.zeros((bucket, *piece.shape[1:]), piece.dtype)
         return scratch
-
-
-def _packed(kernel, name: str, array):
-    pack = getattr(kernel, "pack", None)
-    return array if pack is None else pack(name, array)
 
 
 def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu") -> BucketedModule:

@@ -21,7 +21,6 @@ none below 50 %; >= 0.8x oneDNN median.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -31,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
-from final_figures import retime_in_fresh_process, tune  # noqa: E402
+from final_figures import fresh_process_env, retime_in_fresh_process, tune  # noqa: E402
 
 #: name -> conv2d parameters: ResNet-50's distinct convolution shapes at batch 1.
 LAYERS = {
@@ -55,7 +54,6 @@ def main() -> None:
 
     from autotune.anchor import conv2d_anchor_name
     from autotune.peak import measure_cpu_peak
-    from autotune.timing_protocol import quiet_threads_env
     from schedule.targets.cpu import host_cpu_facts
 
     facts = host_cpu_facts()
@@ -63,8 +61,7 @@ def main() -> None:
     print(f"# ResNet-50 conv2d layers, N=1 fp32 NCHW, {args.trials} trials each, seed {args.seed}")
     print(f"# CPU: {facts.model}, {facts.isa}, {facts.cores} cores; peak {peak.describe()}")
     print(f"# anchor: {conv2d_anchor_name()}; NumPy: {blas_description()}")
-    env = quiet_threads_env(dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
+    env = fresh_process_env()
     print("| layer | CLI GFLOP/s (ours / anchor) | re-timed GFLOP/s (ours / anchor) | ours, slowest-fastest round "
           "| % of peak | vs anchor | tuning wall |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

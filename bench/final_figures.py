@@ -132,6 +132,16 @@ def retime(op: str, params: dict, db: Path, rounds: int = 5, min_repeats: int = 
             task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)
 
 
+def fresh_process_env() -> dict:
+    """The environment of the command lines and re-timing processes a bench starts: this
+    checkout importable, OpenBLAS's threads idled after a call as the measuring process
+    idles them."""
+    from autotune.timing_protocol import quiet_threads_env
+
+    return quiet_threads_env(dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
+
+
 def retime_in_fresh_process(op: str, params: dict, db: Path, env: dict) -> tuple[float, ...]:
     """``retime`` in a new process, as a user who opens the database later would."""
     proc = subprocess.run([sys.executable, __file__, "--op", op, "--params", json.dumps(params), "--retime", str(db)],
@@ -162,11 +172,7 @@ def main() -> None:
     reexec_without_blas_overrides()
     print(f"# {args.op} {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
           f"NumPy: {blas_description()}")
-    from autotune.timing_protocol import quiet_threads_env
-
-    # The re-timing process idles OpenBLAS's threads as the measuring process does.
-    env = quiet_threads_env(dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
+    env = fresh_process_env()
     print("| seed | CLI GFLOP/s (ours / NumPy) | CLI ratio | re-timed GFLOP/s (ours / NumPy) "
           "| ours, slowest-fastest round | re-timed ratio | CLI vs re-timed | tuning wall |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

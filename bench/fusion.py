@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
-from final_figures import retime_in_fresh_process, tune  # noqa: E402
+from final_figures import fresh_process_env, retime_in_fresh_process, tune  # noqa: E402
 
 #: name -> (op, params as the command line takes them, goal: re-timed ratio against NumPy composed)
 WORKLOADS = {
@@ -74,10 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     reexec_without_blas_overrides()
     print(f"# fused workloads, {args.trials} trials, seed {args.seed}; NumPy: {blas_description()}")
-    from autotune.timing_protocol import quiet_threads_env
-
-    env = quiet_threads_env(dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
+    env = fresh_process_env()
     print("| workload | CLI ratio | re-timed GFLOP/s (ours / NumPy) | re-timed ratio | goal | "
           "intermediate memory (peak / unfused) | tuning wall |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -101,10 +101,10 @@ def numpy_resnet(g):
 
 def torch_resnet(g):
     """The block in PyTorch (eager, inference mode), or None without PyTorch."""
-    from autotune.anchor import torch_for_conv2d
+    from autotune.anchor import torch_for_anchors
     from schedule.targets.cpu import usable_cores
 
-    torch = torch_for_conv2d()
+    torch = torch_for_anchors()
     if torch is None:
         return None
     torch.set_num_threads(usable_cores())

@@ -181,7 +181,7 @@ class ConfigSpace(SearchSpace):
                 return f"{name}: vector of {vector[2]} lanes exceeds {MAX_VECTOR_BYTES} bytes"
             if d.panel_pack is not None and vector[2] == 1:
                 return f"{name}: panels of {d.panel_pack} need a register tile wider than 1 on axis {vector.axis}"
-            streams = panel_inputs(plan.op, v)
+            streams = self._panel_streams[plan.op, v]
             if d.panel_pack is not None and d.panel_pack not in streams:
                 return (f"{name}: the register tile vectorizes axis {vector.axis}, which {d.panel_pack} "
                         f"is not read along alone: its panels would not feed the vectors")
@@ -235,6 +235,13 @@ class ConfigSpace(SearchSpace):
     def encode(self, decisions: ScheduleDecisions) -> Config:
         """The config of ``decisions``: ``decisions(config)``'s inverse, byte for byte."""
         return decisions.to_config()
+
+    @functools.cached_property
+    def _panel_streams(self) -> dict:
+        """(multi-level op, axis it may vectorize) -> ``panel_inputs`` along that axis: what
+        ``check`` reads for every config a search weighs, worked out once per space."""
+        return {(p.op, v): panel_inputs(p.op, v) for p in self.sketch.plans if p.role == MULTI_LEVEL
+                for v in (len(p.op.axis) - 1, *vector_axes(p.op))}
 
     @functools.cached_property
     def _layouts(self) -> tuple[tuple[StagePlan, StageLayout | None], ...]:
@@ -427,11 +434,12 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
     last = len(op.axis) - 1
     parallel = tuple(range(1, len(op.axis) + 1))
     if plan.role == MULTI_LEVEL:
-        vectors = [last] + vector_axes(op)
-        panels = [name for v in vectors for name in panel_inputs(op, v)]
+        others = vector_axes(op)
+        panels = [name for v in (last, *others) for name in panel_inputs(op, v)]
         return CPU_MULTI_LEVEL.knobs(
             name, op,
-            tiles=[tile_candidates(iv.extent, lanes if n in vectors else 16) for n, iv in enumerate(op.axis)],
+            tiles=[tile_candidates(iv.extent, lanes if n == last or n in others else 16)
+                   for n, iv in enumerate(op.axis)],
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
@@ -439,7 +447,7 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             + tuple(PACK_PREPACKED + name for name in panels if name in layout_free_inputs(op)),
             attach=_attach_candidates(plan),
             producers=(PRODUCERS_INLINE, PRODUCERS_STORED) if plan.guarded else None,
-            vector=(VECTOR_LAST,) + tuple(op.axis[v].name for v in vector_axes(op)) if vector_axes(op) else None)
+            vector=(VECTOR_LAST, *(op.axis[v].name for v in others)) if others else None)
     if plan.role == SIMPLE:
         return CPU_SIMPLE.knobs(
             name, op,

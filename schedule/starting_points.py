@@ -22,7 +22,7 @@ import math
 import random
 
 from te import dtypes
-from te.expr import TensorRead, Var, post_order
+from te.expr import TensorRead, free_vars, post_order
 
 from .config import Config, ConfigError
 from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED, VECTOR_LAST
@@ -243,9 +243,9 @@ def _row_axis(op, vector: int = -1) -> int | None:
         return None
     vector = vector % len(op.axis)
     along = op.axis[vector].var
-    streamed = [read for read in post_order(op.body) if isinstance(read, TensorRead)
-                and any(n is along for idx in read.indices for n in post_order(idx))]
-    used = {n for read in streamed for idx in read.indices for n in post_order(idx) if isinstance(n, Var)}
+    reads = [read for read in post_order(op.body) if isinstance(read, TensorRead)]
+    used = set().union(*(free_vars(idx) for read in reads if any(along in free_vars(i) for i in read.indices)
+                         for idx in read.indices))
     others = [n for n in range(len(op.axis) - 1, -1, -1) if n != vector]
     return next((n for n in others if op.axis[n].var not in used), others[0])
 

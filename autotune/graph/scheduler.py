@@ -60,10 +60,6 @@ class RoundRobinScheduler:
         state.trials = trials
         state.curve.append((trials, best))
 
-    def latency(self) -> float:
-        """The network's estimated latency: each task's best time times its weight."""
-        return sum(t.weight * t.best for t in self.tasks)
-
 
 class GradientScheduler(RoundRobinScheduler):
     """Ansor's gradient rule (the module docstring)."""

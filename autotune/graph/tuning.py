@@ -135,10 +135,12 @@ class GraphModule:
     arrays on every call."""
 
     def __init__(self, graph: Graph, groups: list[Group], kernels: dict):
+        from ..dispatch import packed_input
+
         self.graph = graph
         self.groups = groups
         self.kernels = kernels  # task key -> built module (with .config and .record)
-        self._weights = [{n: _packed(kernels[g.task_key], n, graph.params[v])
+        self._weights = [{n: packed_input(kernels[g.task_key], f"in{n}", graph.params[v])
                           for n, v in enumerate(g.inputs) if v in graph.params} for g in groups]
         self.buffers = plan_buffers(groups, set(graph.outputs.values()))
 
@@ -183,13 +185,6 @@ def plan_buffers(groups: list[Group], outputs: set) -> dict[int, np.ndarray]:
         held[g.output] = buf
         planned[i] = buf[:nbytes].view(dtype).reshape(g.output.shape)
     return planned
-
-
-def _packed(kernel, position: int, array: np.ndarray):
-    """Weight ``array`` for the group input at ``position`` (placeholder ``in<position>``),
-    packed for ``kernel`` when its backend packs inputs."""
-    pack = getattr(kernel, "pack", None)
-    return array if pack is None else pack(f"in{position}", array)
 
 
 def build_graph(graph: Graph, db=None, target="cpu") -> GraphModule:

@@ -164,9 +164,9 @@ def dense_workload(M, N, K, dtype="float32", bias=True, relu=True, out_dtype=Non
     M, N, K = (_checks.positive_int("dense", n, v) for n, v in (("M", M), ("N", N), ("K", K)))
     dtype = _checks.dtype("dense", "dtype", dtype)
     _checks.flag("dense", "bias", bias)
-    acc, out = _checks.accumulator_and_output("dense", dtype, out_dtype, acc_dtype)
+    _, out = _checks.accumulator_and_output("dense", dtype, out_dtype, acc_dtype)  # the bias is in the output's dtype
     X = te.placeholder((M, K), dtype, "X")
     W = te.placeholder((N, K), dtype, "W")
     b = te.placeholder((N,), out, "bias") if bias else None
-    Y = dense(X, W, b, relu, out_dtype, acc_dtype) if acc_dtype is not None else dense(X, W, b, relu, acc)
+    Y = dense(X, W, b, relu, out_dtype, acc_dtype)
     return [X, W, Y] if b is None else [X, W, b, Y]

@@ -52,7 +52,7 @@ CONV = dict(N=1, C=5, H=9, W=11, K=7, R=3, S=3, padding=1, stride=2)
 def test_the_numpy_conv2d_anchor_computes_the_workload_and_says_it_is_weak(monkeypatch, layout):
     monkeypatch.setenv(anchor.CONV_ANCHOR_ENV, "numpy")
     task = autotune.Task("conv2d", dict(CONV, layout=layout, dilation=2))
-    assert anchor.torch_for_conv2d() is None
+    assert anchor.torch_for_anchors() is None
     assert "a weak baseline" in anchor.NumpyAnchor().label(task)
     assert anchor.NumpyAnchor().label(autotune.Task("matmul", dict(M=8, N=8, K=8))) == "NumPy"
     fn, why = anchor.numpy_equivalent(task)
