@@ -12,6 +12,7 @@ equivalent a NumPy user would really write are anchored:
     conv2d                 PyTorch's convolution (oneDNN) where PyTorch is installed; else im2col
                            (strided views, one copy) + one np.matmul, named as the weak baseline it is
     mlp                    np.matmul, bias, gelu (scipy.special.erf), np.matmul, bias, in place
+    qkv                    three np.matmul(X, W.T), each with its bias added in place
     attention              batched np.matmul, scale (and mask), max-subtracted softmax in place,
                            batched np.matmul: the same steps as the workload's stages
 
@@ -140,6 +141,17 @@ def _dense(p: dict, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None
         if p.get("relu"):
             np.maximum(out, 0, out=out)
         return out
+
+    return run
+
+
+def _qkv(p: dict, x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray, bq: np.ndarray,
+         bk: np.ndarray, bv: np.ndarray) -> Callable[[], object]:
+    """The three projections as a NumPy user writes them: ``x @ w.T + b`` three times."""
+    layers = [_dense({}, x, w, b) for w, b in ((wq, bq), (wk, bk), (wv, bv))]
+
+    def run():
+        return [layer() for layer in layers]
 
     return run
 
@@ -386,7 +398,7 @@ def _why_not_pool2d(params: dict) -> str:
 
 
 _NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d,
-                      "mlp": _mlp, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm,
+                      "mlp": _mlp, "qkv": _qkv, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm,
                       "depthwise_conv2d": _depthwise_conv2d, "pool2d": _pool2d}
 #: Ops whose only fair equivalent is PyTorch's: no anchor without it.
 _TORCH_ONLY = ("depthwise_conv2d", "pool2d")

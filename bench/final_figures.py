@@ -46,13 +46,16 @@ OPS = ("matmul", "dense")
 
 def cli_options(params: dict) -> list[str]:
     """The command line's options for workload ``params`` (``M=1024`` -> ``-M 1024``,
-    ``shape=[8, 16]`` -> ``--shape 8,16``, ``causal=True`` -> ``--causal``)."""
+    ``shape=[8, 16]`` -> ``--shape 8,16``, ``causal=True`` -> ``--causal``, ``relu=False`` ->
+    ``--no-relu``: a flag's default may be on)."""
     out = []
     for name, value in params.items():
         flag = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"
         if value is True:
             out.append(flag)
-        elif value is not False:
+        elif value is False:
+            out.append(f"--no-{name.replace('_', '-')}")
+        else:
             out += [flag, ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)]
     return out
 

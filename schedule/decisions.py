@@ -24,6 +24,8 @@ Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an a
                             time: constant weights), or PACK_NONE
     <stage>.producers       CPU multi-level reading padding: PRODUCERS_INLINE or PRODUCERS_STORED
     <stage>.vector          CPU multi-level: the axis its register tile vectorizes, VECTOR_LAST or a name
+    <stage>.siblings        CPU multi-level with siblings: 0 (each in loops of its own), or n: they
+                            share its outer loops down to the one over its n-th axis (horizontal fusion)
     <stage>.order           CPU simple reduction: REDUCE_INNER or REDUCE_OUTER
     <stage>.threads         GPU simple: threads per block
 
@@ -155,6 +157,13 @@ class MultiLevelDecisions(StageDecisions):
     attach: int | None = None
     producers: str | None = None
     vector: str | None = None
+    siblings: int | None = None
+
+    @property
+    def shares_loops(self) -> bool:
+        """Whether its siblings (``StagePlan.siblings``) run inside its outer loops, with its
+        tiles (None or 0: each sibling in loops of its own)."""
+        return bool(self.siblings)
 
     @property
     def vector_index(self) -> int:
@@ -416,6 +425,9 @@ CPU_MULTI_LEVEL = StageCodec(MultiLevelDecisions, (
     _Field("vector", "vector", "the axis the register tile vectorizes (last: the output's last axis); another "
                                "axis streams an input it indexes from that input's panels", optional=True,
            default=VECTOR_LAST),
+    _Field("siblings", "siblings", "0: its siblings (the same computation on the same shared input) run in loops "
+                                   "of their own; n: they share its outer loops down to the a-level loop over its "
+                                   "n-th axis, with its tiles (horizontal fusion)", optional=True, default=0),
 ))
 CPU_SIMPLE = StageCodec(SimpleDecisions, (
     _Field("tiles", "tile", "inner split of this spatial axis (the last one is vectorized)", _AXIS, scalar=True),

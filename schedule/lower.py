@@ -113,6 +113,7 @@ def build_loop_nest(s: Schedule, args, name: str = "kernel", analyzer: Analyzer 
     for st in reversed(s.stages):  # hosts come after their producers in stage order
         if st in infos:
             _infer_stage_bounds(s, infos, infos[st])
+    _check_shared_loops(s, infos)
     return LoweredFunc(name, tuple(params), _root_body(s, infos))
 
 
@@ -224,6 +225,51 @@ def _path_inside(reader: Stage, host: Stage, ivar: IterVar) -> list[Stage] | Non
                 return None
         st = st.attach_stage
     return path
+
+
+def _check_shared_loops(s: Schedule, infos) -> None:
+    """Every ``compute_with`` still joins loops that can be shared, once the loops' extents
+    are known: the host is stored at the root and still has the loop, the shared loops
+    are spatial with equal extents and kinds in both stages, and moving the stage into the
+    host's nest keeps every producer before it and every reader after it."""
+    order = {st: n for n, st in enumerate(s.stages)}
+    for st, info in infos.items():
+        host = st.with_stage
+        if host is None:
+            continue
+        if host not in infos or host.attach != "root" or st.attach != "root":
+            moved = st if st.attach != "root" else host
+            raise ScheduleError(f"stage {st.name!r} is computed with {host.name!r}, but {moved.name!r} was later "
+                                f"inlined or computed at another stage")
+        if st.with_ivar not in host.leaf_iter_vars:
+            raise ScheduleError(
+                f"stage {st.name!r} is computed with {host.name!r} down to axis {st.with_ivar.name!r}, which is no "
+                f"longer a loop there (split or fused afterwards); call compute_with after shaping both stages' loops")
+        pos = host.leaf_iter_vars.index(st.with_ivar)
+        if len(st.leaf_iter_vars) <= pos:
+            raise ScheduleError(f"stage {st.name!r} has {len(st.leaf_iter_vars)} loops, fewer than the {pos + 1} "
+                                f"it shares with {host.name!r}")
+        for mine, theirs in zip(st.leaf_iter_vars[:pos + 1], host.leaf_iter_vars[:pos + 1]):
+            what = f"stages {st.name!r} and {host.name!r} share loops {mine.name!r} and {theirs.name!r}"
+            if REDUCE in (mine.kind, theirs.kind):
+                raise ScheduleError(f"{what}, but a shared loop must be spatial in both (a reduction loop there "
+                                    f"would interleave one stage's partial sums with the other's)")
+            if info.extent[mine] != infos[host].extent[theirs]:
+                raise ScheduleError(f"{what}, whose extents differ ({info.extent[mine]} and "
+                                    f"{infos[host].extent[theirs]}); split both alike")
+            if (st.iter_kinds.get(mine), st.thread_tags.get(mine)) != (host.iter_kinds.get(theirs),
+                                                                        host.thread_tags.get(theirs)):
+                raise ScheduleError(f"{what}, which are not marked alike ({st.iter_kinds.get(mine) or 'serial'} "
+                                    f"and {host.iter_kinds.get(theirs) or 'serial'})")
+        for other in infos:
+            if other.attach != "root" or other in (st, host):
+                continue
+            if s.reads_through_chain(st, other) and (other.with_stage is host or s.reads_through_chain(other, host)):
+                raise ScheduleError(f"stage {st.name!r} is computed with {host.name!r} but reads {other.name!r}, "
+                                    f"which needs {host.name!r}'s results first")
+            if s.reads_through_chain(other, st) and order[other] < order[host]:
+                raise ScheduleError(f"stage {st.name!r} is computed with {host.name!r} but {other.name!r}, "
+                                    f"computed before {host.name!r}, reads it")
 
 
 def _assign_arg_buffers(s: Schedule, infos, args: list[Tensor]) -> list[Buffer]:
@@ -469,7 +515,7 @@ def _root_values(info: _StageInfo, an: Analyzer) -> dict[Var, Expr]:
 
 
 def _root_body(s: Schedule, infos) -> Stmt:
-    nests = [_stage_nest(s, infos, infos[st]) for st in s.stages if st in infos and st.attach == "root"]
+    nests = [_stage_nest(s, infos, infos[st]) for st in _root_order(s, infos)]
     body = seq(*nests)
     for st in reversed(s.stages):
         info = infos.get(st)
@@ -478,15 +524,33 @@ def _root_body(s: Schedule, infos) -> Stmt:
     return body
 
 
-def _stage_nest(s: Schedule, infos, info: _StageInfo) -> Stmt:
+def _root_order(s: Schedule, infos) -> list[Stage]:
+    """The stages whose nests run at the top level, in stage order, except that what a stage
+    computed with a host reads (a panel packing of its own weights) runs before that host."""
+    roots = [st for st in s.stages if st in infos and st.attach == "root" and st.with_stage is None]
+    order: list[Stage] = []
+    for st in roots:
+        if st in order:
+            continue
+        joined = [other for other in s.stages if other.with_stage is st]
+        order += [p for p in roots if p not in order and p is not st
+                  and any(s.reads_through_chain(j, p) for j in joined)]
+        order.append(st)
+    return order
+
+
+def _stage_nest(s: Schedule, infos, info: _StageInfo, start: int = 0) -> Stmt:
+    """The loops of ``info``'s stage from its leaf ``start`` inwards, with its update, its
+    reduction's init nest, and the stages attached at or computed with its loops."""
     st = info.stage
     leaves = st.leaf_iter_vars
     store_idx = tuple(info.local[iv] for iv in st.op.axis)
     update = _update_stmt(s, infos, info, store_idx)
     first_reduce = next((n for n, iv in enumerate(leaves) if iv.kind == REDUCE), None)
     inner: Stmt = update
-    for pos in range(len(leaves) - 1, -1, -1):
+    for pos in range(len(leaves) - 1, start - 1, -1):
         inner = _with_attached(s, infos, st, leaves[pos], inner)  # stages computed inside this loop
+        inner = seq(inner, *_joined_nests(s, infos, st, pos))  # stages sharing the loops down to this one
         inner = _loop(st, info, leaves[pos], inner)
         if pos == first_reduce:
             inner = seq(_init_nest(info, store_idx, leaves[pos + 1:], leaves[:pos]), inner)
@@ -507,6 +571,22 @@ def _with_attached(s: Schedule, infos, host: Stage, iv: IterVar, body: Stmt) -> 
     for st in reversed(attached):
         body = Allocate(infos[st].buffer, body)
     return body
+
+
+def _joined_nests(s: Schedule, infos, host: Stage, pos: int) -> list[Stmt]:
+    """The stages computed with ``host`` down to its loop ``pos`` (``compute_with``), each
+    its loops below the shared ones, over the host's loop variables, after the host's."""
+    out = []
+    for st in s.stages:
+        if st.with_stage is not host or host.leaf_iter_vars.index(st.with_ivar) != pos:
+            continue
+        nest = _stage_nest(s, infos, infos[st], start=pos + 1)
+        leaves = st.leaf_iter_vars
+        for q in range(pos, -1, -1):  # stages attached at its shared loops run once per shared iteration
+            nest = _with_attached(s, infos, st, leaves[q], nest)
+        shared = {leaves[q].var: host.leaf_iter_vars[q].var for q in range(pos + 1)}
+        out.append(ir.map_stmt(nest, fexpr=lambda e, shared=shared: substitute(e, shared)))
+    return out
 
 
 def _guarded(stmt: Stmt, guards: list[Expr]) -> Stmt:

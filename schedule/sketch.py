@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import Call, Select, TensorRead, Var, post_order, substitute
-from te.tensor import ComputeOp, Tensor
+from te.expr import Call, Const, Reduce, Select, TensorRead, Var, post_order, substitute
+from te.tensor import ComputeOp, PlaceholderOp, Tensor
 from te.dag import topological_order
 
 INLINE = "inline"
@@ -55,6 +55,9 @@ class StagePlan:
     host: ComputeOp | None = None  # the stage at whose outer loops it may be computed
     readers: tuple = ()  # with a host: the stored stages that read it (maybe the host)
     guarded: tuple = ()  # multi_level: inlined producers it reads that hold a condition (padding)
+    siblings: tuple = ()  # multi_level: later stages computing the same thing from a shared input
+    leader: ComputeOp | None = None  # a sibling: the stage whose loops it may share
+    sibling_inputs: dict = field(default_factory=dict)  # a sibling: leader's input name -> its own
 
     @property
     def name(self) -> str:
@@ -167,7 +170,88 @@ def derive_sketch(outputs: list[Tensor]) -> Sketch:
             plan.role = FUSED
             plan.produces = next(p for p, o in owners.items() if o is plan.op)
     _find_hosts(sketch, ops, inline_ops, out_ops)
+    _find_siblings(sketch)
     return sketch
+
+
+def _find_siblings(sketch: Sketch) -> None:
+    """Group multi-level stages that compute the same thing from one shared input: the Q, K
+    and V projections of an activation, the 1x1 branches of an inception block. Each
+    group's first stage (its *leader*) lists the others as ``siblings``; the space may run
+    them inside the leader's outer loops with its tiles (horizontal fusion), so each block
+    of the shared input is read once from memory for all of them."""
+    plans = [p for p in sketch.plans if p.role == MULTI_LEVEL and p.host is None]
+    for n, leader in enumerate(plans):
+        if leader.leader is not None:
+            continue
+        for other in plans[n + 1:]:
+            if other.leader is None and not other.siblings:
+                names = _sibling_inputs(leader, other)
+                if names is not None:
+                    leader.siblings += (other.op,)
+                    other.leader, other.sibling_inputs = leader.op, names
+
+
+def _sibling_inputs(leader: StagePlan, other: StagePlan) -> dict[str, str] | None:
+    """leader's input name -> ``other``'s, when ``other`` computes what ``leader`` does over
+    the same axes, with the same fused epilogue (or none), reading at least one tensor of
+    ``leader``'s as it does and, in place of the others, placeholders of the same shape
+    (weights) that it declares layout-free alike. None when it does not."""
+    tensors: dict = {}
+    if not _same_op(leader.op, other.op, tensors):
+        return None
+    if (leader.owner is None) != (other.owner is None):
+        return None
+    if leader.owner is not None:
+        tensors[other.op.output(0)] = leader.op.output(0)
+        if not _same_op(leader.owner, other.owner, tensors):
+            return None
+    names = {}
+    for theirs, mine in tensors.items():
+        if theirs is mine or mine is leader.op.output(0):
+            continue
+        if not (isinstance(theirs.op, PlaceholderOp) and isinstance(mine.op, PlaceholderOp)
+                and theirs.shape == mine.shape and theirs.dtype == mine.dtype):
+            return None
+        names[mine.name] = theirs.name
+    shared = [t for t in other.op.input_tensors if tensors.get(t) is t]
+    if not shared or len(set(names.values())) != len(names):
+        return None
+    free_mine = leader.op.attrs.get("layout_free_placeholders", ())
+    free_theirs = other.op.attrs.get("layout_free_placeholders", ())
+    if sorted(names.get(n, n) for n in free_mine) != sorted(free_theirs):
+        return None
+    return names
+
+
+def _same_op(mine: ComputeOp, theirs: ComputeOp, tensors: dict) -> bool:
+    """Whether ``theirs`` computes ``mine``'s body over axes of the same extents, reading
+    tensors as ``tensors`` maps them (theirs -> mine; extended with the reads it meets)."""
+    if mine.output(0).shape != theirs.output(0).shape or mine.output(0).dtype != theirs.output(0).dtype:
+        return False
+    variables = {t.var: m.var for t, m in zip(theirs.axis, mine.axis)}
+    return _same_expr(mine.body, theirs.body, variables, tensors)
+
+
+def _same_expr(a, b, variables: dict, tensors: dict) -> bool:
+    """``structural_equal`` up to a renaming of variables and tensors (b's -> a's)."""
+    if type(a) is not type(b) or a.dtype != b.dtype:
+        return False
+    if isinstance(a, Var):
+        return variables.get(b) is a
+    if isinstance(a, Const):
+        return a.value == b.value
+    for attr in ("op", "func", "combiner"):
+        if getattr(a, attr, None) != getattr(b, attr, None):
+            return False
+    if isinstance(a, TensorRead) and tensors.setdefault(b.tensor, a.tensor) is not a.tensor:
+        return False
+    if isinstance(a, Reduce):
+        if len(a.axes) != len(b.axes) or any((x.start, x.extent) != (y.start, y.extent) for x, y in zip(a.axes, b.axes)):
+            return False
+        variables.update({y.var: x.var for x, y in zip(a.axes, b.axes)})
+    ca, cb = a.children(), b.children()
+    return len(ca) == len(cb) and all(_same_expr(x, y, variables, tensors) for x, y in zip(ca, cb))
 
 
 def _find_hosts(sketch: Sketch, ops: list, inline_ops: set, out_ops: set) -> None:

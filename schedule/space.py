@@ -16,6 +16,7 @@ the tails, so prime and odd shapes still get real tilings.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import ClassVar, Mapping
@@ -191,6 +192,9 @@ class ConfigSpace(SearchSpace):
             local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES and not d.attached:  # attached: a region-sized buffer
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
+            if d.shares_loops and d.siblings < d.parallel:
+                return (f"{name}: its siblings share its loops down to the one over axis {d.siblings}, which "
+                        f"is inside the parallel loop fusing {d.parallel}; share {d.parallel} or more")
             needed = self.registers.vectors_needed(_vector_last([t[2] for t in tiles], v), nbytes)
             if needed > self.registers.count:
                 return (f"{name}: register tile {'x'.join(str(t[2]) for t in tiles)} needs {needed} vector "
@@ -213,7 +217,9 @@ class ConfigSpace(SearchSpace):
             where = f"; or computed at an outer loop of {plan.host.name}" if plan.host is not None else ""
             padding = (f"; reads {', '.join(p.name for p in plan.guarded)} inlined or stored first"
                        if plan.guarded else "")
-            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}{where}{padding}"
+            siblings = (f"; siblings {', '.join(op.name for op in plan.siblings)} may share its outer loops"
+                        if plan.siblings else "")
+            return f"{plan.name}: multi-level tiling S1 R0 S2 R1 S3, {how}{where}{padding}{siblings}"
         if plan.role == FUSED:
             return f"{plan.name}: owns the tiles of {plan.produces.name} (epilogue fused at its a/b loops)"
         if plan.role == INLINE:
@@ -251,8 +257,13 @@ class ConfigSpace(SearchSpace):
                      for p in self.sketch.plans)
 
     def _plan_decisions(self, config: Config) -> list[tuple[StagePlan, StageDecisions | None]]:
-        """Each plan with its decisions in ``config`` (None for roles without knobs)."""
-        return [(p, layout.decode(config.values) if layout is not None else None) for p, layout in self._layouts]
+        """Each plan with its decisions in ``config`` (None for roles without knobs); a sibling
+        that shares its leader's loops has the leader's decisions, its own knobs ignored."""
+        out = [(p, layout.decode(config.values) if layout is not None else None) for p, layout in self._layouts]
+        leaders = {p.op: d for p, d in out if getattr(d, "shares_loops", False)}
+        if not leaders:
+            return out
+        return [(p, _as_sibling(leaders[p.leader], p, self.names[p.op]) if p.leader in leaders else d) for p, d in out]
 
     # ------------------------------------------------------------ validity and replay
 
@@ -267,7 +278,8 @@ class ConfigSpace(SearchSpace):
     def schedule_key(self, config: Config) -> str:
         """The config's JSON without the knobs an attached stage ignores (a simple stage's
         tiles, parallel loops and reduction order; a multi-level stage's tile location and
-        parallel loops): they change nothing it builds. Called for every config a tuner
+        parallel loops), or a sibling sharing its leader's loops (all of them, since it takes
+        the leader's): they change nothing it builds. Called for every config a tuner
         weighs, so it reads each attach knob's value, never whole decisions."""
         dropped = [names for attach, names in self._ignored_when_attached if config.values.get(attach)]
         if not dropped:
@@ -289,6 +301,12 @@ class ConfigSpace(SearchSpace):
             names = frozenset(name for f, knobs in layout.fields if f.attr in ignored for name, _ in knobs)
             attach = next(name for f, knobs in layout.fields if f.attr == "attach" for name, _ in knobs)
             out.append((attach, names))
+        layouts = {p.op: layout for p, layout in self._layouts}
+        for plan, layout in self._layouts:
+            if plan.siblings and layout is not None:
+                share = next(name for f, knobs in layout.fields if f.attr == "siblings" for name, _ in knobs)
+                names = frozenset(name for op in plan.siblings for _, knobs in layouts[op].fields for name, _ in knobs)
+                out.append((share, names))
         return tuple(out)
 
     def apply(self, config: Config) -> tuple[Schedule, list[Tensor]]:
@@ -308,9 +326,14 @@ class ConfigSpace(SearchSpace):
         appliers = self._appliers()
         host_loops: dict = {}  # stage -> what its applier returned: its loops by attach level
         attached = []
+        leaders = {plan.op: (plan, d) for plan, d in plan_decisions if getattr(d, "shares_loops", False)}
         for plan, d in plan_decisions:
             if _attach_level(d):
                 attached.append((plan, d))  # once its host's loops exist
+            elif plan.leader in leaders:  # tiled as its leader, then inside the leader's loops
+                lead, lead_d = leaders[plan.leader]
+                _apply_multi_level(s, plan, d)
+                _owner_stage(s, plan).compute_with(_owner_stage(s, lead), host_loops[lead.op][lead_d.siblings - 1])
             elif plan.role in appliers:
                 host_loops[plan.op] = appliers[plan.role](s, plan, d)
         for plan, d in attached:
@@ -342,8 +365,12 @@ class ConfigSpace(SearchSpace):
         lines = []
         plan_decisions = self._plan_decisions(config)
         stored = _stored_producers(plan_decisions)
+        sharing = _sharing_siblings(plan_decisions)
         for plan, d in plan_decisions:
-            if d is not None:
+            if plan.op in sharing:
+                lines.append(f"{self.names[plan.op]}: computed with {self.names[plan.leader]}, inside its outer "
+                             f"loops, with its tiles")
+            elif d is not None:
                 lines.append(self._describe_decisions(plan, d))
             elif plan.role == INLINE:
                 how = "computed on its own, in parallel, before its readers" if plan.op in stored else "inlined"
@@ -363,8 +390,12 @@ class ConfigSpace(SearchSpace):
             if d.producers is not None:
                 padding = "; padding stored first" if d.stores_producers else "; padding inlined"
             vector = f"; vectorized over {d.vector_tile.axis}" if d.vector not in (None, VECTOR_LAST) else ""
+            siblings = ""
+            if d.siblings is not None:
+                siblings = (f"; its siblings share its outer loops down to the one over axis {d.siblings}"
+                            if d.shares_loops else "; its siblings in loops of their own")
             return (f"{d.stage}: tiles (b x S2 x S3) {tiles}; inner reduction {red}; "
-                    f"{_describe_pack(d)}{padding}{vector}; {placed}; unroll budget {d.unroll}")
+                    f"{_describe_pack(d)}{padding}{vector}; {placed}; unroll budget {d.unroll}{siblings}")
         if d.attached:
             return f"{d.stage}: {where}"
         tiles = ", ".join(f"{t.axis}: {t[0]}" for t in d.tiles)
@@ -397,6 +428,34 @@ def _attach_problem(plan_decisions, names: dict) -> str | None:
                 return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but its "
                         f"reader {names[reader]} is computed {where}, outside that loop")
     return None
+
+
+def _sharing_siblings(plan_decisions) -> set:
+    """The stages that run inside their leader's loops, with its decisions (horizontal fusion)."""
+    return {op for plan, d in plan_decisions if getattr(d, "shares_loops", False) for op in plan.siblings}
+
+
+def _as_sibling(lead: MultiLevelDecisions, plan: StagePlan, name: str) -> MultiLevelDecisions:
+    """The leader's decisions ``lead`` for its sibling ``plan`` (named ``name``): the same
+    tiles on its own axes, packing its counterpart of the input the leader packs."""
+    op = plan.op
+    pack = lead.pack
+    for prefix in (PACK_PREPACKED, PACK_PANELS, ""):
+        rest = pack[len(prefix):]
+        if pack.startswith(prefix) and rest in plan.sibling_inputs:
+            pack = prefix + plan.sibling_inputs[rest]
+            break
+    vector = lead.vector if lead.vector in (None, VECTOR_LAST) else op.axis[lead.vector_index].name
+    return dataclasses.replace(
+        lead, stage=name, pack=pack, vector=vector, siblings=None,
+        tiles=tuple(dataclasses.replace(t, axis=iv.name) for t, iv in zip(lead.tiles, op.axis)),
+        reduce_tiles=tuple(dataclasses.replace(t, axis=iv.name) for t, iv in zip(lead.reduce_tiles, op.reduce_axis)))
+
+
+def _owner_stage(s: Schedule, plan: StagePlan):
+    """The stage whose loops carry a multi-level stage's tiles: its fused owner, or itself
+    (holding the ``cache_write`` copy-out)."""
+    return s[plan.owner] if plan.owner is not None else s[plan.op]
 
 
 def _stored_producers(plan_decisions) -> set:
@@ -447,7 +506,8 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             + tuple(PACK_PREPACKED + name for name in panels if name in layout_free_inputs(op)),
             attach=_attach_candidates(plan),
             producers=(PRODUCERS_INLINE, PRODUCERS_STORED) if plan.guarded else None,
-            vector=(VECTOR_LAST, *(op.axis[v].name for v in others)) if others else None)
+            vector=(VECTOR_LAST, *(op.axis[v].name for v in others)) if others else None,
+            siblings=tuple(range(len(op.axis) + 1)) if plan.siblings else None)
     if plan.role == SIMPLE:
         return CPU_SIMPLE.knobs(
             name, op,

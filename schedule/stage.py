@@ -119,6 +119,8 @@ class Stage:
         self.attach: str = "root"  # "root" | "inline" | "at"
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
+        self.with_stage: Stage | None = None  # compute_with: the stage whose outer loops it shares
+        self.with_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
 
@@ -289,6 +291,9 @@ class Stage:
             raise ScheduleError(f"compute_at: stage {self.name!r} cannot be computed at itself")
         if self.is_output:
             raise ScheduleError(f"compute_at: stage {self.name!r} is an output of the schedule; it must stay at the root")
+        if self.with_stage is not None or any(st.with_stage is self for st in self.schedule.stages):
+            raise ScheduleError(f"compute_at: stage {self.name!r} shares loops with another (compute_with); "
+                                f"it must stay at the root")
         parent._check_leaf(axis, "compute_at")
         if not self.schedule.reads_through_chain(parent, self):
             raise ScheduleError(
@@ -302,6 +307,47 @@ class Stage:
             stage = stage.attach_stage
         self.attach, self.attach_stage, self.attach_ivar = "at", parent, axis
 
+    def compute_with(self, parent: "Stage", axis: IterVar) -> None:
+        """Run this stage inside ``parent``'s loops: horizontal fusion (Halide's ``compute_with``).
+
+        This stage's outer loops, down to the one at ``axis``'s position in ``parent``'s loop
+        nest, become ``parent``'s loops; inside the innermost shared loop this stage's
+        remaining loops run after ``parent``'s. Siblings that read one input (the Q, K and V
+        projections of an activation) then compute in one loop nest, one parallel region,
+        each block of the shared input still in cache for the next sibling.
+
+        Both stages are stored at the root and neither reads the other (directly or through
+        other stages). Lowering checks what the loops look like by then: the shared loops
+        are spatial in both, with the same extents and the same kinds (parallel, serial...).
+        """
+        self._check_not_inlined("compute_with")
+        if not isinstance(parent, Stage):
+            parent = self.schedule[parent]
+        if parent is self:
+            raise ScheduleError(f"compute_with: stage {self.name!r} cannot be computed with itself")
+        parent._check_leaf(axis, "compute_with")
+        for st, role in ((self, "it"), (parent, "its parent")):
+            if st.attach != "root":
+                raise ScheduleError(f"compute_with: stage {st.name!r} ({role}) is computed at another stage; "
+                                    f"compute_with joins two stages stored at the root")
+        if parent.with_stage is not None:
+            raise ScheduleError(f"compute_with: stage {parent.name!r} is itself computed with "
+                                f"{parent.with_stage.name!r}; compute {self.name!r} with that one instead")
+        joined = [st.name for st in self.schedule.stages if st.with_stage is self]
+        if joined:
+            raise ScheduleError(f"compute_with: stages {', '.join(joined)} are computed with {self.name!r}; "
+                                f"join them to {parent.name!r} directly")
+        for reader, producer in ((parent, self), (self, parent)):
+            if self.schedule.reads_through_chain(reader, producer):
+                raise ScheduleError(
+                    f"compute_with: stage {reader.name!r} reads {producer.name!r}, so their loops cannot be "
+                    f"shared (one would read values the other has not computed yet)")
+        position = parent.leaf_iter_vars.index(axis)
+        if len(self.leaf_iter_vars) <= position:
+            raise ScheduleError(f"compute_with: stage {self.name!r} has {len(self.leaf_iter_vars)} loops, "
+                                f"fewer than the {position + 1} it would share with {parent.name!r}")
+        self.with_stage, self.with_ivar = parent, axis
+
     def compute_inline(self) -> None:
         """Substitute this element-wise stage into every reader; it gets no loops of its own."""
         self._check_not_inlined("compute_inline")
@@ -309,15 +355,17 @@ class Stage:
             raise ScheduleError(f"compute_inline: stage {self.name!r} is an output and must be stored")
         if self.op.is_reduction:
             raise ScheduleError(f"compute_inline: stage {self.name!r} is a reduction; only element-wise stages inline")
-        hosted = [s.name for s in self.schedule.stages if s.attach_stage is self]
+        hosted = [s.name for s in self.schedule.stages if s.attach_stage is self or s.with_stage is self]
         if hosted:
             raise ScheduleError(f"compute_inline: stages {', '.join(hosted)} are computed at {self.name!r}; move them first")
         self.attach, self.attach_stage, self.attach_ivar = "inline", None, None
+        self.with_stage = self.with_ivar = None
 
     def compute_root(self) -> None:
         """Compute this stage in full at the top level (the default)."""
         self._check_not_inlined("compute_root")
         self.attach, self.attach_stage, self.attach_ivar = "root", None, None
+        self.with_stage = self.with_ivar = None
 
     def set_scope(self, scope: str) -> None:
         from .ir import SCOPES

@@ -68,7 +68,7 @@ def starting_points(space, rng: random.Random) -> list[Config]:
             rest = {k: v for k, v in shape.items() if k not in ("tiles", "reduce_tiles")}
             d = decisions[stage].with_tiles(**shape["tiles"]).with_reduce_tiles(**shape["reduce_tiles"])
             decisions = decisions.replace(dataclasses.replace(d, **rest))
-        for variant in _attach_variants(space, decisions):
+        for variant in (v for a in _attach_variants(space, decisions) for v in _sibling_variants(space, a)):
             config = variant.to_config()
             if space.check(config) is None:
                 out.setdefault(config.hash, config)
@@ -88,6 +88,25 @@ def _attach_variants(space, decisions) -> list:
         d = decisions
         for plan, layout in space._hosted_layouts:
             d = d.replace(dataclasses.replace(d[layout.stage], attach=_row_level(plan) if fused else 0))
+        variants.append(d)
+    return variants
+
+
+def _sibling_variants(space, decisions) -> list:
+    """``decisions`` as they are when no stage has siblings; else every leader's siblings
+    sharing its parallel loop (one parallel region, each thread computing all the siblings'
+    tiles of its share), sharing all its outer loops (each block of the shared input read
+    for all of them while in cache), and each in loops of its own."""
+    leaders = [layout for p, layout in space._layouts if p.siblings and layout is not None]
+    if not leaders:
+        return [decisions]
+    variants = []
+    for share in ("parallel", "outer", None):
+        d = decisions
+        for layout in leaders:
+            mine = d[layout.stage]
+            level = {"parallel": mine.parallel, "outer": len(mine.tiles), None: 0}[share]
+            d = d.replace(dataclasses.replace(mine, siblings=level))
         variants.append(d)
     return variants
 

@@ -90,6 +90,7 @@ TYPICAL_SIZES = {
     "elementwise_chain": dict(shape=[1024, 1024]),
     "layernorm": dict(M=4096, N=1024),
     "mlp": dict(M=512, D=768, H=3072),
+    "qkv": dict(M=128, D=768),
     "attention": dict(heads=12, seq=512, dim=64),
     "conv2d_bn_relu": dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3),
 }
@@ -107,6 +108,7 @@ EXAMPLES = {
     "elementwise_chain": "autotune elementwise_chain --shape 4096,1024 --trials 100",
     "layernorm": "autotune layernorm -M 4096 -N 1024 --eps 1e-5 --trials 200",
     "mlp": "autotune mlp -M 512 -D 768 -H 3072 --trials 200",
+    "qkv": "autotune qkv -M 128 -D 768 --trials 300",
     "attention": "autotune attention --heads 12 --seq 512 --dim 64 --causal --trials 200",
     "conv2d_bn_relu": "autotune conv2d_bn_relu --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1 --trials 200",
 }

@@ -146,13 +146,12 @@ class GraphModule:
 
     def __call__(self, **inputs) -> dict[str, np.ndarray]:
         values = self.graph.check_inputs(inputs)
-        for i, (g, weights) in enumerate(zip(self.groups, self._weights)):
-            out = self.buffers.get(i)
-            if out is None:  # a graph output: the caller keeps it
-                out = np.empty(g.output.shape, dtype=dtypes.numpy_dtype(g.output.dtype))
+        for g, weights in zip(self.groups, self._weights):
+            outs = [self.buffers[v] if v in self.buffers  # else a graph output: the caller keeps it
+                    else np.empty(v.shape, dtype=dtypes.numpy_dtype(v.dtype)) for v in g.results]
             args = [weights[n] if n in weights else values[v] for n, v in enumerate(g.inputs)]
-            self.kernels[g.task_key](*args, out)
-            values[g.output] = out
+            self.kernels[g.task_key](*args, *outs)
+            values.update(zip(g.results, outs))
         return {name: values[v] for name, v in self.graph.outputs.items()}
 
     def untuned(self) -> list[str]:
@@ -160,30 +159,31 @@ class GraphModule:
         return [key for key, k in self.kernels.items() if k.record is None]
 
 
-def plan_buffers(groups: list[Group], outputs: set) -> dict[int, np.ndarray]:
-    """For each group whose result is not a graph output, the array it writes: after the
-    last group reading a result, its buffer is free, and a later result of the same bytes
-    or fewer takes it (viewed in its shape and dtype) instead of a new one."""
+def plan_buffers(groups: list[Group], outputs: set) -> dict:
+    """For each group's result that is not a graph output, the array it is written to: after
+    the last group reading a result, its buffer is free, and a later result of the same
+    bytes or fewer takes it (viewed in its shape and dtype) instead of a new one."""
     last_reader = {}
     for i, g in enumerate(groups):
         for v in g.inputs:
             last_reader[v] = i
     free: list[np.ndarray] = []  # flat byte buffers no live value uses
     held: dict = {}  # value -> its byte buffer
-    planned: dict[int, np.ndarray] = {}
+    planned: dict = {}  # value -> the array it is written to
     for i, g in enumerate(groups):
         for v in [v for v, buf in held.items() if last_reader.get(v, -1) < i]:
             free.append(held.pop(v))
-        if g.output in outputs:
-            continue
-        dtype = dtypes.numpy_dtype(g.output.dtype)
-        nbytes = int(np.prod(g.output.shape)) * dtype.itemsize
-        fits = [b for b in free if b.nbytes >= nbytes]
-        buf = min(fits, key=lambda b: b.nbytes) if fits else np.empty(nbytes, dtype=np.uint8)
-        if fits:
-            free.remove(buf)
-        held[g.output] = buf
-        planned[i] = buf[:nbytes].view(dtype).reshape(g.output.shape)
+        for result in g.results:
+            if result in outputs:
+                continue
+            dtype = dtypes.numpy_dtype(result.dtype)
+            nbytes = int(np.prod(result.shape)) * dtype.itemsize
+            fits = [b for b in free if b.nbytes >= nbytes]
+            buf = min(fits, key=lambda b: b.nbytes) if fits else np.empty(nbytes, dtype=np.uint8)
+            if fits:
+                free.remove(buf)
+            held[result] = buf
+            planned[result] = buf[:nbytes].view(dtype).reshape(result.shape)
     return planned
 
 

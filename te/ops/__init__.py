@@ -8,15 +8,15 @@ Plain functions build output tensors from given input tensors::
 
 Importing this package also registers one workload per op (``te.create_workload(name,
 **params)``): matmul, batch_matmul, dense, conv2d, depthwise_conv2d, softmax, pool2d,
-elementwise, elementwise_chain, and the multi-stage blocks layernorm, mlp, attention and
-conv2d_bn_relu (``blocks``). Workload parameters are JSON-able (ints, strings, bools,
+elementwise, elementwise_chain, and the multi-stage blocks layernorm, mlp, qkv, attention
+and conv2d_bn_relu (``blocks``). Workload parameters are JSON-able (ints, strings, bools,
 lists) and each workload returns ``[inputs..., outputs...]``.
 
 FLOPs (``te.flop_count``) count every arithmetic op of every stage: matmul is 2*M*N*K,
 conv2d 2*N*K*OH*OW*C*R*S (pad is free); dense adds M*N per bias-add and per relu, avg
 pooling one divide per output, softmax 5 per element (max, subtract, exp, sum, divide).
 """
-from .blocks import attention, conv2d_bn_relu, gelu, layer_norm, mlp
+from .blocks import attention, conv2d_bn_relu, gelu, layer_norm, mlp, qkv
 from .conv import conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw, pad
 from .elementwise import ELEMENTWISE_OPS, add, exp, mul, relu, sigmoid, sub, tanh
 from .linalg import batch_matmul, dense, matmul
@@ -25,5 +25,5 @@ from .nn import pool2d, softmax
 __all__ = [
     "ELEMENTWISE_OPS", "add", "attention", "batch_matmul", "conv2d_bn_relu", "conv2d_nchw",
     "conv2d_nhwc", "dense", "depthwise_conv2d_nchw", "exp", "gelu", "layer_norm", "matmul", "mlp",
-    "mul", "pad", "pool2d", "relu", "sigmoid", "softmax", "sub", "tanh",
+    "mul", "pad", "pool2d", "qkv", "relu", "sigmoid", "softmax", "sub", "tanh",
 ]

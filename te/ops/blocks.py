@@ -6,6 +6,10 @@
 - ``mlp(X, W1, b1, W2, b2)``: ``gelu(X W1^T + b1) W2^T + b2``; stages ``mlp_fc1``,
   ``mlp_gelu`` (bias and gelu), ``mlp_fc2`` and ``mlp`` (bias). gelu is the exact form
   ``0.5 x (1 + erf(x / sqrt(2)))`` (te has erf), not the tanh approximation.
+- ``qkv(X, Wq, Wk, Wv, bq, bk, bv)``: the query, key and value projections of one
+  activation, ``X W^T + b`` each; stages ``q_proj``/``q_proj_epilogue`` and likewise for
+  k and v: three siblings reading X, which a schedule may run in one loop nest
+  (horizontal fusion, ``Stage.compute_with``).
 - ``attention(Q, K, V, causal)``: per head, ``softmax(Q K^T / sqrt(dim)) V`` with the
   max-subtracted softmax of ``nn.softmax``; stages ``attention_score`` (Q K^T),
   ``attention_logits`` (the scale, and -inf above the diagonal when causal), the four
@@ -24,6 +28,7 @@ import te
 
 from . import _checks
 from .conv import _conv_params, _out_hw, conv2d_nchw, conv2d_nhwc
+from .linalg import dense
 from .nn import softmax
 
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -106,6 +111,28 @@ def mlp(X, W1, b1, W2, b2):
     k2 = te.reduce_axis((0, H), "k")
     F2 = te.compute((M, D), lambda i, j: te.sum(G[i, k2] * W2[j, k2], axis=k2), name="mlp_fc2", tag="dense")
     return te.compute((M, D), lambda i, j: F2[i, j] + b2[j], name="mlp", tag="elementwise")
+
+
+# ---------------------------------------------------------------- q, k, v projections
+
+
+def qkv(X, Wq, Wk, Wv, bq, bk, bv):
+    """``(X Wq^T + bq, X Wk^T + bk, X Wv^T + bv)``: X (M, D), each W (N, D), each b (N,).
+
+    Three ``dense`` layers of one input, their stages named q_proj, k_proj and v_proj (each
+    with its ``_epilogue``); the weights are layout-free, as in ``dense``.
+    """
+    op = "qkv"
+    _float_inputs(op, ("X", X, 2), ("Wq", Wq, 2), ("Wk", Wk, 2), ("Wv", Wv, 2), ("bq", bq, 1), ("bk", bk, 1),
+                  ("bv", bv, 1))
+    (M, D), (N, Dq) = X.shape, Wq.shape
+    for name, W in (("Wq", Wq), ("Wk", Wk), ("Wv", Wv)):
+        if W.shape != (N, D):
+            raise te.ShapeError(f"{op}: {name} must have shape ({N}, {D}) (like Wq, reading X {X.shape}), "
+                                f"got {W.shape}")
+    for name, b in (("bq", bq), ("bk", bk), ("bv", bv)):
+        _vector(op, name, b, N, "output feature")
+    return tuple(dense(X, W, b, name=f"{n}_proj") for n, W, b in (("q", Wq, bq), ("k", Wk, bk), ("v", Wv, bv)))
 
 
 # ---------------------------------------------------------------- attention
@@ -208,6 +235,18 @@ def mlp_workload(M, D, H, dtype="float32"):
     W2 = te.placeholder((D, H), dtype, "W2")
     b2 = te.placeholder((D,), dtype, "b2")
     return [X, W1, b1, W2, b2, mlp(X, W1, b1, W2, b2)]
+
+
+@te.register_workload("qkv")
+def qkv_workload(M, D, N=None, dtype="float32"):
+    """[X, Wq, Wk, Wv, bq, bk, bv, Q, K, V]: X (M, D) projected thrice to N features (N = D if not given)."""
+    M, D = _extents("qkv", M=M, D=D)
+    N = D if N is None else _extents("qkv", N=N)[0]
+    dtype = _checks.float_dtype("qkv", "dtype", dtype)
+    X = te.placeholder((M, D), dtype, "X")
+    Ws = [te.placeholder((N, D), dtype, name) for name in ("Wq", "Wk", "Wv")]
+    bs = [te.placeholder((N,), dtype, name) for name in ("bq", "bk", "bv")]
+    return [X, *Ws, *bs, *qkv(X, *Ws, *bs)]
 
 
 @te.register_workload("attention")

@@ -89,11 +89,11 @@ def _cast_result(C, out: str, name: str):
     return te.compute(C.shape, lambda *i: te.cast(out, C[i]), name=name, tag="elementwise")
 
 
-def dense(X, W, bias=None, relu: bool = False, out_dtype=None, acc_dtype=None):
+def dense(X, W, bias=None, relu: bool = False, out_dtype=None, acc_dtype=None, name: str = "dense"):
     """``Y = X @ W.T (+ bias) (then relu)``: X (M, K), W (N, K), bias (N,) of the output dtype.
 
-    The product is its own reduction stage named "dense"; bias and relu form one
-    element-wise stage "dense_epilogue" reading it (so schedules can inline or
+    The product is its own reduction stage named ``name`` ("dense"); bias and relu form one
+    element-wise stage "<name>_epilogue" reading it (so schedules can inline or
     compute_at it). Without bias and relu the "dense" stage is the result. With an
     ``acc_dtype`` wider than the output, the epilogue adds the bias and applies relu in
     the accumulator's dtype and casts the result (a "dense_epilogue" stage even without
@@ -118,7 +118,7 @@ def dense(X, W, bias=None, relu: bool = False, out_dtype=None, acc_dtype=None):
     # and pack it once, at build time (TVM's layout_free_placeholders; schedule.space).
     Y = te.compute(
         (M, N), lambda i, j: te.sum(_operand(X, acc, i, k) * _operand(W, acc, j, k), axis=k),
-        name="dense", tag="dense", attrs={"layout_free_placeholders": [W.name]},
+        name=name, tag="dense", attrs={"layout_free_placeholders": [W.name]},
     )
     if bias is None and not relu and out == acc:
         return Y
@@ -128,7 +128,7 @@ def dense(X, W, bias=None, relu: bool = False, out_dtype=None, acc_dtype=None):
         v = te.max(v, 0) if relu else v
         return v if out == acc else te.cast(out, v)
 
-    return te.compute((M, N), epilogue, name="dense_epilogue", tag="elementwise")
+    return te.compute((M, N), epilogue, name=f"{name}_epilogue", tag="elementwise")
 
 
 @te.register_workload("matmul", keyed_only_when_set=("acc_dtype",))

@@ -148,10 +148,12 @@ def test_intermediate_results_share_buffers_by_lifetime():
     g = mlp(layers=4)
     groups = fuse(g)
     planned = plan_buffers(groups, set(g.outputs.values()))
-    assert sorted(planned) == [0, 1, 2]  # the last group writes the output: a fresh array per call
-    assert np.shares_memory(planned[0], planned[2])  # layer 0's result is dead once layer 1 ran
-    assert not np.shares_memory(planned[0], planned[1]) and not np.shares_memory(planned[1], planned[2])
-    assert [planned[i].shape for i in range(3)] == [(8, 64), (8, 32), (8, 64)]
+    results = [g.results[0] for g in groups]
+    assert list(planned) == results[:3]  # the last group writes the output: a fresh array per call
+    first, second, third = (planned[v] for v in results[:3])
+    assert np.shares_memory(first, third)  # layer 0's result is dead once layer 1 ran
+    assert not np.shares_memory(first, second) and not np.shares_memory(second, third)
+    assert [a.shape for a in (first, second, third)] == [(8, 64), (8, 32), (8, 64)]
 
 
 def test_an_untuned_network_builds_with_default_schedules_and_says_so(tmp_path):
@@ -181,18 +183,58 @@ def transformer_block(seq: int = 16, d: int = 32, heads: int = 4, hidden: int = 
     return g
 
 
-def test_a_transformer_block_dedupes_its_projections_and_matches_numpy(tmp_path):
+def test_a_transformer_block_merges_its_projections_and_matches_numpy(tmp_path):
     g = transformer_block()
     groups, tasks = partition(g)
     weights = {t.task.workload_name: t.weight for t in tasks}
-    assert weights["graph_layernorm"] == 2 and weights["graph_dense"] == 3  # q, k and v: one task
+    assert weights["graph_layernorm"] == 2 and weights["graph_dense_x3"] == 1  # q, k and v: one kernel
     assert weights["graph_attention"] == 1 and weights["graph_dense_add"] == 1  # o with the residual
+    (qkv,) = [grp for grp in groups if grp.chains == 3]
+    assert [n.inputs[1].name for n in qkv.nodes] == ["q.w", "k.w", "v.w"]
+    (qkv_task,) = [t.task for t in tasks if t.task.workload_name == "graph_dense_x3"]
+    (leader,) = [p for p in qkv_task.space.sketch.plans if p.siblings]  # the space may share their loops
+    assert len(leader.siblings) == 2
     with tuning_db.Database(tmp_path / "block.db") as db:
         result = tune_graph(g, trials=len(tasks) * 4, db=db, tuner="random", batch=4)
         assert all(s.trials >= 4 and math.isfinite(s.best) for s in result.states)
         net = build_graph(g, db=db)
     x = np.random.default_rng(5).uniform(-1, 1, (16, 32)).astype(np.float32)
     np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_only_chains_of_the_same_nodes_on_a_shared_input_merge():
+    g = Graph("branches")
+    x, y = g.input("x", (6, 8)), g.input("y", (6, 8))
+
+    def dense(v, name, n_out=5):
+        return g.dense(v, g.param(f"{name}.w", (n_out, v.shape[1])), g.param(f"{name}.b", (n_out,)))
+
+    g.output("p", g.relu(dense(x, "p")))
+    g.output("q", g.relu(dense(x, "q")))      # p's chain on x: merged with p
+    g.output("r", dense(x, "r"))              # no relu: another chain
+    g.output("s", g.relu(dense(y, "s")))      # p's chain, on another input
+    g.output("t", g.relu(dense(x, "t", 3)))   # fewer features: other weight shapes
+    groups = fuse(g)
+    assert [grp.results for grp in groups] == [[g.outputs["p"], g.outputs["q"]], *([g.outputs[n]] for n in "rst")]
+    assert [grp.chains for grp in groups] == [2, 1, 1, 1]
+    assert [n.inputs[1].name for n in groups[0].nodes if n.kind.name == "dense"] == ["p.w", "q.w"]
+    assert groups[0].kinds == "dense_relu_x2" and groups[0].inputs[0] is x
+
+
+def test_a_merged_group_runs_its_chains_in_one_kernel_and_matches_numpy(tmp_path):
+    g = Graph("branches")
+    x = g.input("x", (6, 8))
+    for name in "abc":
+        g.output(name, g.relu(g.dense(x, g.param(f"{name}.w", (5, 8)), g.param(f"{name}.b", (5,)))))
+    groups, tasks = partition(g)
+    assert len(groups) == len(tasks) == 1 and groups[0].chains == 3
+    with tuning_db.Database(tmp_path / "branches.db") as db:
+        tune_graph(g, trials=6, db=db, tuner="random", batch=6)
+        net = build_graph(g, db=db)
+    xs = np.random.default_rng(2).uniform(-1, 1, (6, 8)).astype(np.float32)
+    got, want = net(x=xs), g.run_numpy(x=xs)
+    for name in "abc":
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
 
 
 def resnet_block(channels: int = 8, size: int = 10) -> Graph:

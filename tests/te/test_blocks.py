@@ -1,4 +1,4 @@
-"""The multi-stage blocks (layernorm, mlp, attention, conv2d_bn_relu) against NumPy, their
+"""The multi-stage blocks (layernorm, mlp, qkv, attention, conv2d_bn_relu) against NumPy, their
 errors, and that each tunes end to end with every trial verified against its reference.
 
 The NumPy implementations here are written out independently of the te reference
@@ -45,6 +45,11 @@ def gelu_np(x):
 def mlp_np(x, w1, b1, w2, b2):
     x, w1, b1, w2, b2 = (a.astype(np.float64) for a in (x, w1, b1, w2, b2))
     return gelu_np(x @ w1.T + b1) @ w2.T + b2
+
+
+def qkv_np(x, wq, wk, wv, bq, bk, bv):
+    x = x.astype(np.float64)
+    return [x @ w.astype(np.float64).T + b for w, b in ((wq, bq), (wk, bk), (wv, bv))]
 
 
 def attention_np(q, k, v, causal):
@@ -99,6 +104,24 @@ def test_mlp_matches_numpy(M, D, H, dtype):
     wl, inputs, (y,) = _run("mlp", M=M, D=D, H=H, dtype=dtype, spread=2.0)
     assert y.dtype == np.dtype(dtype) and y.shape == (M, D)
     np.testing.assert_allclose(y, mlp_np(*inputs), **TOL[dtype])
+
+
+@pytest.mark.parametrize("M,D,N", [(5, 7, None), (3, 4, 9)])
+def test_qkv_matches_numpy_and_names_its_three_projections(M, D, N):
+    wl, inputs, outs = _run("qkv", M=M, D=D, N=N)
+    for got, want in zip(outs, qkv_np(*inputs)):
+        np.testing.assert_allclose(got, want, **TOL["float32"])
+    assert [t.shape for t in wl.outputs] == [(M, N or D)] * 3
+    assert [t.op.name for t in wl.outputs] == ["q_proj_epilogue", "k_proj_epilogue", "v_proj_epilogue"]
+
+
+def test_qkv_refuses_weights_of_another_shape():
+    X = te.placeholder((4, 6), "float32", "X")
+    W, b = te.placeholder((5, 6), "float32", "W"), te.placeholder((5,), "float32", "b")
+    with pytest.raises(te.ShapeError, match=r"qkv: Wv must have shape \(5, 6\)"):
+        te.ops.qkv(X, W, W, te.placeholder((5, 7), "float32", "Wv"), b, b, b)
+    with pytest.raises(te.ShapeError, match=r"qkv: bk must have shape \(5,\)"):
+        te.ops.qkv(X, W, W, W, b, te.placeholder((6,), "float32", "bk"), b)
 
 
 def test_mlp_gelu_is_the_exact_erf_form_not_the_tanh_approximation():
@@ -211,6 +234,7 @@ def test_bad_tensors_raise_te_errors_naming_the_op():
 SMALL_BLOCKS = {
     "layernorm": dict(M=5, N=12),
     "mlp": dict(M=4, D=6, H=10),
+    "qkv": dict(M=5, D=6, N=7),
     "attention": dict(heads=2, seq=6, dim=4, causal=True),
     "conv2d_bn_relu": dict(N=1, C=3, H=6, W=6, K=4, R=3, S=3, padding=1),
 }
@@ -248,6 +272,20 @@ def test_the_numpy_anchor_of_a_block_computes_the_workload_every_run(name, param
     tol = TOL[params.get("dtype", "float32")]
     np.testing.assert_allclose(fn(), ref, **tol)
     np.testing.assert_allclose(fn(), ref, **tol)
+
+
+def test_the_numpy_anchor_of_qkv_computes_the_three_projections():
+    from autotune import anchor
+
+    task = autotune.Task("qkv", dict(M=5, D=6, N=7))
+    fn, why = anchor.numpy_equivalent(task)
+    assert why == ""
+    refs = task.workload.reference(*task.workload.random_inputs(seed=0))
+    for _ in range(2):
+        got = fn()
+        assert len(got) == 3
+        for out, ref in zip(got, refs):
+            np.testing.assert_allclose(out, ref, **TOL["float32"])
 
 
 def test_the_anchor_workspace_counts_the_hidden_and_score_buffers():

@@ -27,6 +27,7 @@ SMALL = {
     "matmul": dict(M=4, N=3, K=5),
     "mlp": dict(M=3, D=4, H=6),
     "pool2d": dict(N=1, C=2, H=6, W=6, kernel=2, padding=1),
+    "qkv": dict(M=3, D=4, N=5),
     "softmax": dict(shape=[3, 5]),
 }
 VARIANTS = [
