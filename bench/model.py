@@ -3,12 +3,16 @@
     python bench/model.py                         # the MLP, 2000 trials, gradient and round-robin
     python bench/model.py --trials 400 --no-round-robin
     python bench/model.py --net resnet --trials 500 --no-round-robin
+    python bench/model.py --net transformer --no-round-robin
 
 The networks (``autotune.graph``): ``mlp``, a 4-layer MLP, batch 64, 1024 -> 4096 -> 1024 ->
 4096 -> 1024, bias and relu after each layer but the last (two distinct tasks of weight 2);
 ``resnet``, ResNet-50's basic block at 64 channels, 56x56, batch 1: conv3x3 -> batch norm ->
-relu -> conv3x3 -> batch norm -> + x -> relu (two tasks; batch norm folded). Where PyTorch
-is installed the re-timing also times the same network in PyTorch (eager, inference mode).
+relu -> conv3x3 -> batch norm -> + x -> relu (two tasks; batch norm folded);
+``transformer``, a pre-norm encoder block, seq 256, d 512, 8 heads, feed-forward 2048:
+layernorm -> q, k, v projections (one merged task) -> attention -> output projection + x
+-> layernorm -> dense -> gelu -> dense + residual (six tasks). Where PyTorch is installed
+the re-timing also times the same network in PyTorch (eager, inference mode).
 
 1. ``tune_graph`` with the gradient task scheduler into a database of its own, and (unless
    ``--no-round-robin``) with round-robin into another, same seed and budget; the
@@ -75,6 +79,117 @@ def resnet():
     h = bn(g.conv2d(h, g.param("w2", (CHANNELS, CHANNELS, 3, 3)), padding=1), "bn2")
     g.output("y", g.relu(g.add(h, x)))
     return g
+
+
+SEQ, D_MODEL, HEADS, FFN = 256, 512, 8, 2048
+
+
+def transformer():
+    from autotune.graph import Graph
+
+    g = Graph("encoder_block", seed=0)
+    x = g.input("x", (SEQ, D_MODEL))
+
+    def linear(v, n_out, name):
+        return g.dense(v, g.param(f"{name}.w", (n_out, v.shape[1])), g.param(f"{name}.b", (n_out,)))
+
+    def layernorm(v, name):
+        return g.layernorm(v, g.param(f"{name}.g", value=np.ones(D_MODEL, np.float32)),
+                           g.param(f"{name}.b", value=np.zeros(D_MODEL, np.float32)))
+
+    n1 = layernorm(x, "ln1")
+    a = g.attention(*(linear(n1, D_MODEL, p) for p in "qkv"), heads=HEADS)
+    h = g.add(linear(a, D_MODEL, "o"), x)
+    g.output("y", g.add(linear(g.gelu(linear(layernorm(h, "ln2"), FFN, "fc1")), D_MODEL, "fc2"), h))
+    return g
+
+
+def numpy_transformer(g):
+    """The encoder block on NumPy, step by step on preallocated buffers: the projections
+    with np.matmul, attention as batched np.matmul around an in-place softmax, the gelu
+    through scipy's erf (NumPy has none)."""
+    from scipy.special import erf
+
+    p = {v.name: a for v, a in g.params.items()}
+    dim = D_MODEL // HEADS
+    n1, q, k, v, a, h, n2, y = (np.empty((SEQ, D_MODEL), np.float32) for _ in range(8))
+    f1, gelu = np.empty((SEQ, FFN), np.float32), np.empty((SEQ, FFN), np.float32)
+    scores, row = np.empty((HEADS, SEQ, SEQ), np.float32), np.empty((HEADS, SEQ, 1), np.float32)
+    heads_out, stat = np.empty((HEADS, SEQ, dim), np.float32), np.empty((SEQ, 1), np.float32)
+    scale, inv_sqrt2 = np.float32(1 / np.sqrt(dim)), np.float32(1 / np.sqrt(2))
+
+    def split(t):  # (seq, heads * dim) -> (heads, seq, dim), a view
+        return t.reshape(SEQ, HEADS, dim).transpose(1, 0, 2)
+
+    def layernorm(src, name, out):
+        np.mean(src, axis=-1, keepdims=True, out=stat)
+        np.subtract(src, stat, out=out)
+        np.mean(np.square(out), axis=-1, keepdims=True, out=stat)
+        np.add(stat, 1e-5, out=stat)
+        np.sqrt(stat, out=stat)
+        out /= stat
+        out *= p[f"{name}.g"]
+        out += p[f"{name}.b"]
+
+    def linear(src, name, out):
+        np.matmul(src, p[f"{name}.w"].T, out=out)
+        out += p[f"{name}.b"]
+
+    def run(x):
+        layernorm(x, "ln1", n1)
+        for name, buf in (("q", q), ("k", k), ("v", v)):
+            linear(n1, name, buf)
+        np.matmul(split(q), split(k).transpose(0, 2, 1), out=scores)
+        np.multiply(scores, scale, out=scores)
+        np.max(scores, axis=-1, keepdims=True, out=row)
+        np.subtract(scores, row, out=scores)
+        np.exp(scores, out=scores)
+        np.sum(scores, axis=-1, keepdims=True, out=row)
+        np.divide(scores, row, out=scores)
+        np.matmul(scores, split(v), out=heads_out)
+        np.copyto(split(a), heads_out)
+        linear(a, "o", h)
+        np.add(h, x, out=h)
+        layernorm(h, "ln2", n2)
+        linear(n2, "fc1", f1)
+        np.multiply(f1, inv_sqrt2, out=gelu)
+        erf(gelu, out=gelu)
+        np.add(gelu, 1, out=gelu)
+        np.multiply(gelu, f1, out=gelu)
+        np.multiply(gelu, 0.5, out=gelu)
+        linear(gelu, "fc2", y)
+        return np.add(y, h, out=y)
+
+    return run
+
+
+def torch_transformer(g):
+    """The encoder block in PyTorch (eager, inference mode, scaled_dot_product_attention), or
+    None without PyTorch."""
+    from autotune.anchor import torch_for_anchors
+    from schedule.targets.cpu import usable_cores
+
+    torch = torch_for_anchors()
+    if torch is None:
+        return None
+    torch.set_num_threads(usable_cores())
+    F = torch.nn.functional
+    p = {v.name: torch.from_numpy(a) for v, a in g.params.items()}
+
+    def heads(t):
+        return t.view(SEQ, HEADS, D_MODEL // HEADS).transpose(0, 1)
+
+    def run(x):
+        with torch.inference_mode():
+            t = torch.from_numpy(x)
+            n1 = F.layer_norm(t, (D_MODEL,), p["ln1.g"], p["ln1.b"], 1e-5)
+            q, k, v = (heads(F.linear(n1, p[f"{n}.w"], p[f"{n}.b"])) for n in "qkv")
+            a = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(SEQ, D_MODEL)
+            h = F.linear(a, p["o.w"], p["o.b"]) + t
+            n2 = F.layer_norm(h, (D_MODEL,), p["ln2.g"], p["ln2.b"], 1e-5)
+            return (F.linear(F.gelu(F.linear(n2, p["fc1.w"], p["fc1.b"])), p["fc2.w"], p["fc2.b"]) + h).numpy()
+
+    return run
 
 
 def numpy_resnet(g):
@@ -149,7 +264,9 @@ SETTLE_S = 0.3
 
 #: name -> (the graph, NumPy composed, PyTorch or None, the input's shape)
 NETS = {"mlp": (mlp, lambda g: numpy_mlp(g), lambda g: None, (BATCH, LAYERS[0][0])),
-        "resnet": (resnet, lambda g: numpy_resnet(g), lambda g: torch_resnet(g), (1, CHANNELS, SIZE, SIZE))}
+        "resnet": (resnet, lambda g: numpy_resnet(g), lambda g: torch_resnet(g), (1, CHANNELS, SIZE, SIZE)),
+        "transformer": (transformer, lambda g: numpy_transformer(g), lambda g: torch_transformer(g),
+                        (SEQ, D_MODEL))}
 
 
 def retime(db: str, net_name: str) -> dict:
@@ -204,7 +321,8 @@ def main() -> None:
         print(json.dumps(retime(args.retime, args.net)))
         return
     reexec_without_blas_overrides()
-    what = f"4-layer MLP, batch {BATCH}" if args.net == "mlp" else f"ResNet basic block, {CHANNELS} channels, {SIZE}^2"
+    what = {"mlp": f"4-layer MLP, batch {BATCH}", "resnet": f"ResNet basic block, {CHANNELS} channels, {SIZE}^2",
+            "transformer": f"encoder block, seq {SEQ}, d {D_MODEL}, {HEADS} heads, feed-forward {FFN}"}[args.net]
     print(f"# {what}, {args.trials} trials, seed {args.seed}; NumPy: {blas_description()}")
     out = Path(tempfile.mkdtemp(prefix="model-bench-"))
     gradient, curve = tune(str(out / "gradient.db"), args.trials, "gradient", args.seed, args.net)

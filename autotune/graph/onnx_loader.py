@@ -8,9 +8,14 @@ The nodes this reads, and what each becomes:
     Relu, Gelu (erf form), Softmax (last axis), LayerNormalization (last axis)
     Conv (2-d, group 1, explicit pads)    conv2d (+ its bias per channel); asymmetric pads kept
     BatchNormalization (inference)        batch_norm, folded into a per-channel scale and shift
+    Attention (opset 23: batch 1, 3-d     attention over (seq, heads * dim): as many key/value
+      Q, K, V, no mask or cache)          heads as query heads, the default scale, is_causal
+    Reshape (a constant shape that only   nothing: the same value (a batch of one is how
+      adds or drops leading 1s)           Attention's 3-d operands are written)
 
-Initializers become the graph's parameters (their values kept), the other graph inputs
-its inputs, the graph outputs its outputs, all float32. Any other node, attribute or dtype
+Float32 initializers become the graph's parameters (their values kept); int64 ones are
+constants, read where a node takes a shape (Reshape). The other graph inputs become its
+inputs, the graph outputs its outputs, all float32. Any other node, attribute or dtype
 is refused with a ``GraphError`` naming the node, its op type and what is unsupported, so
 a model either loads whole or says why not.
 """
@@ -39,18 +44,23 @@ def from_onnx(model, name: str | None = None) -> Graph:
     values: dict[str, Value] = {}
     initializers = {t.name: numpy_helper.to_array(t) for t in proto.initializer}
     for tensor_name, array in initializers.items():
-        if str(array.dtype) != "float32":
+        if str(array.dtype) == "float32":
+            values[tensor_name] = g.param(_safe(tensor_name), value=array)
+        elif str(array.dtype) != "int64":
             raise GraphError(f"initializer {tensor_name!r} is {array.dtype}; only float32 models are read")
-        values[tensor_name] = g.param(_safe(tensor_name), value=array)
     for inp in proto.input:
-        if inp.name in values:
+        if inp.name in values or inp.name in initializers:
             continue
         values[inp.name] = g.input(inp.name, _static_shape(inp), _dtype(inp))
+    shapes = {name: v.shape for name, v in values.items()}  # as the model has them (reshapes add 1s)
     for node in proto.node:
-        _read_node(g, node, values, initializers)
+        _read_node(g, node, values, initializers, shapes)
     for out in proto.output:
         if out.name not in values:
             raise GraphError(f"graph output {out.name!r} is produced by no node")
+        if shapes[out.name] != values[out.name].shape:
+            raise GraphError(f"graph output {out.name!r} is reshaped to {shapes[out.name]}; reshape it back to "
+                             f"{values[out.name].shape} (a batch of one is read only inside the graph)")
         g.output(out.name, values[out.name])
     return g
 
@@ -86,17 +96,26 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _read_node(g: Graph, node, values: dict, initializers: dict) -> None:
+def _read_node(g: Graph, node, values: dict, initializers: dict, shapes: dict) -> None:
     where = f"node {node.name or node.output[0]!r} ({node.op_type})"
-    try:
-        operands = [values[i] for i in node.input if i]
-    except KeyError as exc:
-        raise GraphError(f"{where}: input {exc.args[0]!r} is not produced before it") from None
     attrs = _attrs(node)
     op = node.op_type
 
     def refuse(what: str):
         raise GraphError(f"{where}: {what} is not supported")
+
+    if op == "Reshape":
+        _read_reshape(node, values, initializers, shapes, refuse)
+        return
+    for i in node.input:
+        if i and i not in values and i in initializers:
+            raise GraphError(f"{where}: input {i!r} is an {initializers[i].dtype} constant; only float32 is read")
+    try:
+        operands = [values[i] for i in node.input if i]
+    except KeyError as exc:
+        raise GraphError(f"{where}: input {exc.args[0]!r} is not produced before it") from None
+    if op != "Attention" and any(shapes[i] != values[i].shape for i in node.input if i):
+        refuse("an operand reshaped to a batch of one (only Attention reads those)")
 
     if op == "Gemm":
         if attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0 or attrs.get("transA", 0):
@@ -140,12 +159,62 @@ def _read_node(g: Graph, node, values: dict, initializers: dict) -> None:
         if attrs.get("training_mode", 0) or len(operands) != 5:
             refuse("training mode, or other than the five inputs of inference")
         out = g.batch_norm(*operands, eps=float(attrs.get("epsilon", 1e-5)))
+    elif op == "Attention":
+        out = _read_attention(g, node, attrs, operands, shapes, refuse)
     else:
         raise GraphError(f"{where}: the op type {op!r} is not supported (supported: Gemm, MatMul, Add, Relu, "
-                         f"Gelu, Softmax, LayerNormalization, Conv, BatchNormalization)")
-    if len(node.output) != 1:
-        refuse(f"{len(node.output)} outputs")
+                         f"Gelu, Softmax, LayerNormalization, Conv, BatchNormalization, Attention, Reshape)")
+    if len([o for o in node.output if o]) != 1 or not node.output[0]:
+        refuse(f"outputs {list(node.output)} (only the first)")
     values[node.output[0]] = out
+    shapes[node.output[0]] = (1, *out.shape) if op == "Attention" else out.shape
+
+
+def _read_reshape(node, values: dict, initializers: dict, shapes: dict, refuse) -> None:
+    """A reshape that only adds or drops leading 1s: its output is its input's value."""
+    data, shape = (list(node.input) + ["", ""])[:2]
+    if data not in values:
+        refuse(f"reshaping {data!r}, which is no float32 value produced before it")
+    if shape not in initializers:
+        refuse(f"a shape computed at run time ({shape!r}; only a constant)")
+    before = shapes[data]
+    target = [int(d) for d in initializers[shape]]
+    target = [before[n] if d == 0 and n < len(before) else d for n, d in enumerate(target)]  # 0: keep that dim
+    if target.count(-1) == 1:
+        known = 1
+        for d in target:
+            known *= d if d != -1 else 1
+        total = 1
+        for d in before:
+            total *= d
+        target[target.index(-1)] = total // known if known else 0
+    core = values[data].shape
+    after = tuple(target)
+    if after[len(after) - len(core):] != core or any(d != 1 for d in after[:len(after) - len(core)]):
+        refuse(f"reshaping {before} to {after} (only adding or dropping leading 1s)")
+    values[node.output[0]] = values[data]
+    shapes[node.output[0]] = after
+
+
+def _read_attention(g: Graph, node, attrs: dict, operands: list, shapes: dict, refuse) -> Value:
+    """ONNX Attention (opset 23) on 3-d Q, K, V of a batch of one: our multi-head attention."""
+    if len([i for i in node.input if i]) != 3 or len(node.input) > 3 and any(node.input[3:]):
+        refuse("a mask, a key/value cache or padding lengths (only Q, K and V)")
+    q_shape = shapes[node.input[0]]
+    if any(len(shapes[i]) != 3 or shapes[i][0] != 1 for i in node.input[:3]):
+        refuse(f"operands of shape {q_shape} (only 3-d, a batch of one)")
+    heads = int(attrs.get("q_num_heads", 0))
+    if not heads or int(attrs.get("kv_num_heads", heads)) != heads:
+        refuse(f"{attrs.get('kv_num_heads')} key/value heads for {heads or 'unstated'} query heads "
+               f"(give q_num_heads and as many kv heads)")
+    dim = q_shape[2] // heads
+    if "scale" in attrs and abs(float(attrs["scale"]) - dim ** -0.5) > 1e-6 * dim ** -0.5:
+        refuse(f"scale {attrs['scale']} (only the default 1/sqrt(head size))")
+    for name, default in (("softcap", 0.0), ("qk_matmul_output_mode", 0), ("left_window_size", -1),
+                          ("right_window_size", -1)):
+        if attrs.get(name, default) != default:
+            refuse(f"{name} {attrs[name]}")
+    return g.attention(*operands, heads=heads, causal=bool(attrs.get("is_causal", 0)))
 
 
 def _bias(g: Graph, x: Value, bias: Value | None) -> Value:

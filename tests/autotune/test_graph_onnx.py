@@ -189,3 +189,93 @@ def test_autotune_model_tunes_a_resnet_block_from_onnx(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 tasks, 16 trials" in proc.stdout
     assert "check: the built network matches NumPy" in proc.stdout
+
+
+def transformer_model(seq=16, d=32, heads=4, hidden=64, causal=True, seed=0):
+    """A pre-norm encoder block as opset 23 writes it: LayerNormalization, the q, k and v
+    projections (MatMul + Add), each reshaped to a batch of one for Attention, its result
+    reshaped back, the output projection with the residual, then LayerNormalization, Gemm,
+    Gelu, Gemm and the second residual."""
+    rng = np.random.default_rng(seed)
+
+    def uniform(*shape, lo=-0.2, hi=0.2):
+        return rng.uniform(lo, hi, shape).astype(np.float32)
+
+    inits = {"ln1.g": uniform(d, lo=0.5, hi=1.5), "ln1.b": uniform(d), "ln2.g": uniform(d, lo=0.5, hi=1.5),
+             "ln2.b": uniform(d), "fc1.w": uniform(hidden, d), "fc1.b": uniform(hidden), "fc2.w": uniform(d, hidden),
+             "fc2.b": uniform(d), "batch1": np.array([1, seq, d], np.int64), "flat": np.array([seq, d], np.int64)}
+    nodes = [helper.make_node("LayerNormalization", ["x", "ln1.g", "ln1.b"], ["n1"], epsilon=1e-5)]
+    for p in "qkvo":
+        inits[f"{p}.w"], inits[f"{p}.b"] = uniform(d, d), uniform(d)
+    for p in "qkv":
+        nodes += [helper.make_node("MatMul", ["n1", f"{p}.w"], [f"{p}m"]),
+                  helper.make_node("Add", [f"{p}m", f"{p}.b"], [p]),
+                  helper.make_node("Reshape", [p, "batch1"], [f"{p}3"])]
+    nodes += [helper.make_node("Attention", ["q3", "k3", "v3"], ["a3"], q_num_heads=heads, kv_num_heads=heads,
+                               is_causal=int(causal)),
+              helper.make_node("Reshape", ["a3", "flat"], ["a"]),
+              helper.make_node("MatMul", ["a", "o.w"], ["om"]),
+              helper.make_node("Add", ["om", "o.b"], ["ob"]),
+              helper.make_node("Add", ["ob", "x"], ["h"]),
+              helper.make_node("LayerNormalization", ["h", "ln2.g", "ln2.b"], ["n2"], epsilon=1e-5),
+              helper.make_node("Gemm", ["n2", "fc1.w", "fc1.b"], ["f1"], transB=1),
+              helper.make_node("Gelu", ["f1"], ["g"]),
+              helper.make_node("Gemm", ["g", "fc2.w", "fc2.b"], ["f2"], transB=1),
+              helper.make_node("Add", ["f2", "h"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, d])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [seq, d])], inits, opset=23)
+    return model, inits
+
+
+def test_a_transformer_block_loads_with_attention_and_matches_onnx_reference():
+    from onnx.reference import ReferenceEvaluator
+
+    model, _ = transformer_model()
+    g = from_onnx(model)
+    groups, tasks = partition(g)
+    assert [grp.kinds for grp in groups] == ["layernorm", "matmul_bias_add_x3", "attention", "matmul_bias_add_add",
+                                            "layernorm", "dense_gelu", "dense_add"]
+    x = np.random.default_rng(3).uniform(-1, 1, (16, 32)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(g.run_numpy(x=x)["y"], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(kv_num_heads=2), "2 key/value heads for 4 query heads"),
+    (dict(scale=0.5), "scale 0.5 .only the default"),
+    (dict(softcap=1.0), "softcap 1.0"),
+    ("mask", "a mask, a key/value cache"),
+    ("reshape", r"reshaping \(16, 32\) to \(4, 4, 32\) .only adding or dropping leading 1s."),
+    ("output", r"graph output 'a3' is reshaped to \(1, 16, 32\)"),
+])
+def test_attention_and_reshape_beyond_what_is_read_are_refused(change, message):
+    model, _ = transformer_model()
+    graph = model.graph
+    attention = next(n for n in graph.node if n.op_type == "Attention")
+    if isinstance(change, dict):
+        attention.attribute.extend(helper.make_attribute(k, v) for k, v in change.items() if k != "kv_num_heads")
+        if "kv_num_heads" in change:
+            next(a for a in attention.attribute if a.name == "kv_num_heads").i = change["kv_num_heads"]
+    elif change == "mask":
+        attention.input.append("x")
+    elif change == "reshape":
+        next(t for t in graph.initializer if t.name == "batch1").CopyFrom(
+            numpy_helper.from_array(np.array([4, 4, 32], np.int64), "batch1"))
+    else:
+        graph.output.append(helper.make_tensor_value_info("a3", TensorProto.FLOAT, [1, 16, 32]))
+    with pytest.raises(GraphError, match=message):
+        from_onnx(model)
+
+
+def test_autotune_model_tunes_a_transformer_block_from_onnx(tmp_path):
+    model, _ = transformer_model(seq=8, d=16, heads=2, hidden=32)
+    path = tmp_path / "encoder.onnx"
+    onnx.save(model, str(path))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
+           "AUTOTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), "--trials", "24",
+                           "--tuner", "random", "--batch-size", "4", "--db", str(tmp_path / "net.db")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 tasks, 24 trials" in proc.stdout
+    assert "check: the built network matches NumPy" in proc.stdout
