@@ -11,7 +11,8 @@ The pipeline, one step per line of ``lower``:
    of attached stages is carried back stage by stage) and from it every loop's extent;
 5. build each stage's loop nest: loops from its leaf axes, the body with reads turned
    into buffer loads, guards for splits that do not divide, a reduction's init nest,
-   attached stages and their buffers placed inside the host's loop;
+   attached stages and their buffers placed inside the host's loop, and the stages
+   computed with it (``compute_with``) after its body inside the loops they share;
 6. run a pipeline of passes on the loop nest (``schedule.passes``): by default the "cpu"
    list, which removes unit loops, simplifies with the loop bounds, turns tail guards
    into loop bounds, promotes accumulators to registers and verifies the result.
@@ -230,8 +231,8 @@ def _path_inside(reader: Stage, host: Stage, ivar: IterVar) -> list[Stage] | Non
 def _check_shared_loops(s: Schedule, infos) -> None:
     """Every ``compute_with`` still joins loops that can be shared, once the loops' extents
     are known: the host is stored at the root and still has the loop, the shared loops
-    are spatial with equal extents and kinds in both stages, and moving the stage into the
-    host's nest keeps every producer before it and every reader after it."""
+    are spatial with equal extents and kinds in both stages, no stage it reads needs the
+    host's results, and no stage that reads it runs before the host."""
     order = {st: n for n, st in enumerate(s.stages)}
     for st, info in infos.items():
         host = st.with_stage
