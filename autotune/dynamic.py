@@ -10,11 +10,14 @@ range served by them.
 
 Kernels are compiled for static shapes, so a size between buckets is split along the
 dimension into calls of bucket kernels on row slices (the slices of a C-contiguous array
-along its first axis are contiguous: no copy), the last call padded up to a bucket when no
-bucket fits what is left (its rows copied into a scratch array and back). Which
-buckets: the cheapest plan by the buckets' measured times (a dynamic programme over the
-row count), so 100 rows may run as 64 + 32 + 8 (padded from 4) rather than 64 + 36 calls of
-one row. This is DietCode's idea (a few tuned sizes serve a range) for dimensions along
+along its first axis are contiguous: no copy). What is left when no bucket fits it runs
+as a *tail*: the bucket's tuned schedule compiled for exactly those rows (on the first
+call that needs it; the compile cache keeps it for later processes), so 5 rows do 5 rows
+of work, not 8. ``build_buckets(..., tails=False)`` pads that call up to the bucket
+instead (its rows copied into a scratch array and back): no compile at run time, the
+padded rows' work wasted. Which buckets: the cheapest plan by the buckets' measured times
+(a dynamic programme over the row count), so 100 rows may run as 64 + 32 + a tail of 4
+rows of the 8-row schedule, rather than 64 + 36 calls of one row. This is DietCode's idea (a few tuned sizes serve a range) for dimensions along
 which the computation is independent, and only those: ``check_splittable`` refuses a
 dimension that a reduction sums over or that an input is read along other than one row at
 a time (``matmul``'s M and ``dense``'s M qualify; their K does not).
@@ -171,15 +174,35 @@ class BucketedModule:
     """Kernels of a dynamic dimension's buckets, called with arrays of any size in range:
     ``module(*arrays)`` in the workload's argument order; ``plan(rows)`` says which calls.
     Constant inputs a bucket's schedule packs (dense's weights) are packed once per bucket
-    and call; ``pack(name, array)`` packs them once for good. Padded calls reuse scratch
-    arrays kept here, so one module serves one thread at a time."""
+    and call; ``pack(name, array)`` packs them once for good. The rows no bucket fits run a
+    tail kernel (``tail``) compiled on first use and kept here, or, without ``build_tail``,
+    a padded call through scratch arrays kept here; either way one module serves one
+    thread at a time."""
 
     def __init__(self, dim: DynamicDim, kernels: dict, costs: dict[int, float], varying: list[int],
-                 outputs: list[int], names: list[str]):
+                 outputs: list[int], names: list[str], build_tail=None):
         self.dim, self.kernels, self.costs = dim, kernels, costs
         self.varying, self.outputs, self.names = varying, outputs, names
+        self._build_tail = build_tail  # (bucket, rows) -> the bucket's schedule at that size; None: pad
+        self._tails: dict[tuple[int, int], object] = {}
         self._plans: dict[int, tuple] = {}
         self._scratches: dict[tuple, np.ndarray] = {}
+
+    def tail(self, bucket: int, rows: int):
+        """The kernel of a call serving ``rows`` < ``bucket`` rows: the bucket's schedule
+        compiled at that size, on first use (None when the module pads instead)."""
+        if self._build_tail is None:
+            return None
+        if (bucket, rows) not in self._tails:
+            self._tails[bucket, rows] = self._build_tail(bucket, rows)
+        return self._tails[bucket, rows]
+
+    def warm(self, *sizes: int) -> None:
+        """Compile now the tails that calls with ``sizes`` rows need, so no such call compiles."""
+        for size in sizes:
+            for bucket, served in self.plan(size):
+                if served < bucket:
+                    self.tail(bucket, served)
 
     def plan(self, rows: int) -> tuple[tuple[int, int], ...]:
         if not self.dim.low <= rows <= self.dim.high:
@@ -209,6 +232,9 @@ class BucketedModule:
         packed = {}  # (bucket, position) -> the input in that kernel's layout, packed once per call
         start = 0
         for bucket, served in plan:
+            kernel = self.tail(bucket, served) if served < bucket else None
+            padded = served < bucket and kernel is None
+            kernel = kernel or self.kernels[bucket]
             part = list(arrays)
             for n, a in fixed.items():
                 if isinstance(a, PackedForBuckets):
@@ -219,12 +245,12 @@ class BucketedModule:
                     part[n] = packed[bucket, n]
             for n in self.varying:
                 piece = arrays[n][start:start + served]
-                if served < bucket:  # the last call: its rows in a scratch array of the bucket's size
+                if padded:  # the last call: its rows in a scratch array of the bucket's size
                     scratch = self._scratch(bucket, n, piece)
                     scratch[:served] = piece
                     piece = scratch
                 part[n] = np.ascontiguousarray(piece)  # a row slice of a C-contiguous array: no copy
-            self.kernels[bucket](*part)
+            kernel(*part)  # a tail takes the bucket's packed inputs: the same schedule, the same layout
             for n in self.varying:
                 if n in self.outputs and not np.may_share_memory(part[n], arrays[n]):
                     arrays[n][start:start + served] = part[n][:served]
@@ -241,9 +267,12 @@ class BucketedModule:
         return scratch
 
 
-def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu") -> BucketedModule:
+def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu", tails: bool = True) -> BucketedModule:
     """Each bucket built with its best stored config (``autotune.build``), planned by the
-    buckets' stored times (a bucket with none counts as its size in rows)."""
+    buckets' stored times (a bucket with none counts as its size in rows). ``tails``: the
+    rows no bucket fits run the bucket's schedule compiled at their size (else: padded)."""
+    from backends import backend_for
+
     from .dispatch import build
 
     tasks = bucket_tasks(op, params, dim, target)
@@ -252,4 +281,12 @@ def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu")
              for b, k in kernels.items()}
     wl = tasks[max(tasks)].workload
     outputs = [n for n, t in enumerate(wl.args) if _is_output(wl, t)]
-    return BucketedModule(dim, kernels, costs, varying_args(tasks), outputs, [t.name for t in wl.args])
+
+    def build_tail(bucket: int, rows: int):
+        task = Task(op, {**params, dim.name: rows}, target)
+        module = backend_for(task.target).build(task.lower(kernels[bucket].config, candidates=False))
+        module.config, module.record = kernels[bucket].config, None
+        return module
+
+    return BucketedModule(dim, kernels, costs, varying_args(tasks), outputs, [t.name for t in wl.args],
+                          build_tail if tails else None)

@@ -215,9 +215,9 @@ class Task:
             f"{format_bytes(available)} is available; choose smaller sizes"
         )
 
-    def lower(self, config: Config) -> LoweredFunc:
-        """Apply ``config`` to a fresh schedule and lower it."""
-        s, args = self.space.apply(config)
+    def lower(self, config: Config, candidates: bool = True) -> LoweredFunc:
+        """Apply ``config`` to a fresh schedule and lower it (``candidates``: see ``ConfigSpace.apply``)."""
+        s, args = self.space.apply(config, candidates)
         return lower(s, args, name="kernel")
 
     def __repr__(self):

@@ -309,9 +309,14 @@ class ConfigSpace(SearchSpace):
                 out.append((share, names))
         return tuple(out)
 
-    def apply(self, config: Config) -> tuple[Schedule, list[Tensor]]:
-        """A fresh schedule with ``config``'s decisions, and the argument list to build it with."""
-        reason = self.check(config)
+    def apply(self, config: Config, candidates: bool = True) -> tuple[Schedule, list[Tensor]]:
+        """A fresh schedule with ``config``'s decisions, and the argument list to build it with.
+
+        ``candidates=False`` takes decisions that are not this space's candidates: a config
+        tuned for another size of the same DAG (a dynamic dimension's bucket), whose split
+        factors split these loops as they are (a factor past an extent covers the extent);
+        the limits (``problem``) are still checked."""
+        reason = self.check(config) if candidates else self.problem(config)
         if reason is not None:
             raise ConfigError(f"invalid config: {reason}")
         s = create_schedule(self.outputs)

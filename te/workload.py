@@ -212,6 +212,19 @@ def workload_key(name: str, params: dict[str, Any]) -> str:
     return name + json.dumps(canonical_params(name, params), sort_keys=True, separators=(",", ":"))
 
 
+def split_key(key: str) -> tuple[str, dict[str, Any] | None]:
+    """(name, params) of a workload key ``workload_key`` made; params None when the key is
+    not of that form (a key from a DAG's hash keeps its one "dag" parameter)."""
+    brace = key.find("{")
+    if brace < 0:
+        return key, None
+    try:
+        params = json.loads(key[brace:])
+    except ValueError:
+        return key, None
+    return (key[:brace], params) if isinstance(params, dict) else (key, None)
+
+
 def create_workload(name: str, **params) -> Workload:
     """Instantiate workload ``name`` with ``params`` (defaults filled in)."""
     fn = get_workload_function(name)

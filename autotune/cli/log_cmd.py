@@ -340,7 +340,8 @@ def import_cmd(db_url, file):
 def show_cmd(db_url, record_id, what, as_json):
     """Print one record, its schedule decisions and what its lowered code does (which loops
     run in parallel, vectorized, unrolled; the buffers it allocates); with --ir its loop IR,
-    with --source its generated code.
+    with --source its generated code. A workload tuned at several sizes along one
+    parameter (a dynamic dimension's buckets) lists the sizes stored.
 
     Example: autotune log show 42 --source
     """
@@ -351,12 +352,40 @@ def show_cmd(db_url, record_id, what, as_json):
         if record is None:
             raise click.ClickException(f"no record with id {record_id} in {db.location}")
         decisions, lowered = explain_record(record, db)
+        sizes = tuned_sizes(db, record.workload_key)
         if as_json:
-            _echo_json(_record_json(record, decisions, lowered, what, db))
+            _echo_json({**_record_json(record, decisions, lowered, what, db), "sizes": sizes})
             return
-        _print_record(record, [("decisions", decisions), ("lowered", lowered)])
+        _print_record(record, [("decisions", decisions), ("lowered", lowered), ("sizes", _sizes_lines(record, sizes))])
         if what is not None:
             click.echo(_lowered_text(record, what, db))
+
+
+def tuned_sizes(db, workload_key: str) -> dict[str, list[int]]:
+    """Per parameter, the sizes a registered workload is stored at in ``db`` with every other
+    parameter as in ``workload_key`` (its own size included): the buckets of a dynamic
+    dimension (``autotune.tune_buckets``), or sizes tuned one by one. Only parameters with
+    another size stored are listed."""
+    from te.workload import split_key
+
+    name, params = split_key(workload_key)
+    found: dict[str, set[int]] = {}
+    for w in db.list_workloads():
+        other_name, other = split_key(w.key)
+        if other_name != name or other is None or params is None or other.keys() != params.keys():
+            continue
+        differing = [k for k in params if other[k] != params[k]]
+        if len(differing) == 1 and all(type(p[differing[0]]) is int for p in (params, other)):
+            found.setdefault(differing[0], {params[differing[0]]}).add(other[differing[0]])
+    return {k: sorted(v) for k, v in sorted(found.items())}
+
+
+def _sizes_lines(record, sizes: dict[str, list[int]]) -> list[str]:
+    from te.workload import split_key
+
+    _, params = split_key(record.workload_key)
+    return [f"{k}: " + ", ".join(f"[{v}]" if v == params[k] else str(v) for v in values)
+            + " (stored sizes; [this record's])" for k, values in sizes.items()]
 
 
 def _print_record(r, sections: list[tuple[str, list[str]]] = ()) -> None:

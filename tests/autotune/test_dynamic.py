@@ -39,12 +39,13 @@ def test_a_dimension_is_split_only_where_rows_are_independent():
     assert sorted(bucket_tasks("dense", dict(N=32, K=32), DynamicDim("M", 1, 32, (8, 32)))) == [8, 32]
 
 
-def test_every_batch_in_range_matches_numpy_with_weights_packed_or_not(tmp_path):
+@pytest.mark.parametrize("tails", [True, False])
+def test_every_batch_in_range_matches_numpy_with_weights_packed_or_not(tmp_path, tails):
     dim = DynamicDim("M", 1, 40, (1, 8, 32))
     with tuning_db.Database(tmp_path / "t.db") as db:
         results = tune_buckets("dense", dict(N=24, K=16), dim, trials=4, db=db, tuner="random", batch_size=4)
         assert sorted(results) == [1, 8, 32] and all(r.best is not None for r in results.values())
-        f = build_buckets("dense", dict(N=24, K=16), dim, db=db)
+        f = build_buckets("dense", dict(N=24, K=16), dim, db=db, tails=tails)
     assert all(k.record is not None for k in f.kernels.values())
     rng = np.random.default_rng(0)
     w = rng.standard_normal((24, 16)).astype(np.float32)
@@ -56,7 +57,38 @@ def test_every_batch_in_range_matches_numpy_with_weights_packed_or_not(tmp_path)
         f(x, w if m % 2 else packed, b, y)
         np.testing.assert_allclose(y, np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-5, err_msg=f"M={m}")
         assert sum(served for _, served in f.plan(m)) == m
+    padded_calls = {(bucket, served) for m in range(1, 41) for bucket, served in f.plan(m) if served < bucket}
+    assert padded_calls  # some sizes need a call that no bucket fits
+    if tails:  # each ran its bucket's schedule compiled at its own size
+        assert set(f._tails) == padded_calls
+        for (bucket, served), kernel in f._tails.items():
+            assert kernel.config == f.kernels[bucket].config and kernel.func.params[0].shape == (served, 16)
+        assert not f._scratches
+    else:
+        assert f.tail(8, 5) is None and f._scratches
     with pytest.raises(DynamicShapeError, match="outside the tuned range 1..40"):
         f(np.zeros((41, 16), np.float32), w, b, np.zeros((41, 24), np.float32))
     with pytest.raises(DynamicShapeError, match="must agree"):
         f(np.zeros((4, 16), np.float32), w, b, np.zeros((5, 24), np.float32))
+
+
+def test_log_show_lists_the_buckets_stored_beside_a_record(tmp_path):
+    import json
+    import re
+
+    from click.testing import CliRunner
+
+    from autotune.cli import cli
+
+    dim = DynamicDim("M", 1, 32, (1, 8, 32))
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        tune_buckets("dense", dict(N=8, K=8), dim, trials=2, db=db, tuner="random", batch_size=2)
+        tune_buckets("dense", dict(N=16, K=8), DynamicDim("M", 1, 4, (4,)), trials=2, db=db, tuner="random",
+                     batch_size=2)  # another N: not one of these buckets
+        (record,) = [r for r in db.top_k(bucket_tasks("dense", dict(N=8, K=8), dim)[8].key, 1)]
+    out = CliRunner().invoke(cli, ["log", "show", str(record.id), "--db", str(tmp_path / "t.db")])
+    assert out.exit_code == 0, out.output
+    assert re.search(r"^sizes +M: 1, \[8\], 32 \(stored sizes; \[this record's\]\)$", out.output, re.M), out.output
+    doc = json.loads(CliRunner().invoke(cli, ["log", "show", str(record.id), "--json", "--db",
+                                              str(tmp_path / "t.db")]).output)
+    assert doc["sizes"] == {"M": [1, 8, 32]}
