@@ -39,17 +39,28 @@ class DynamicShapeError(ValueError):
     """A dynamic dimension that cannot be served by splitting (or a size outside its range)."""
 
 
+#: Default buckets: from the range's low end, each this many times the last, then its high end.
+BUCKET_RATIO = 8
+
+
 @dataclass(frozen=True)
 class DynamicDim:
     """Workload parameter ``name`` takes any value in ``low..high``; kernels are tuned for
-    ``buckets`` (within the range; sorted, deduplicated)."""
+    ``buckets`` (within the range; sorted, deduplicated). Without buckets: ``low``, then
+    each ``BUCKET_RATIO`` times the last, and ``high`` (1..256: 1, 8, 64, 256), so every
+    size has a bucket within a factor of 8 above it and the rows a tail leaves are few."""
 
     name: str
     low: int
     high: int
-    buckets: tuple[int, ...]
+    buckets: tuple[int, ...] = ()
 
     def __post_init__(self):
+        if not self.buckets and 1 <= self.low <= self.high:
+            sizes = [self.low]
+            while sizes[-1] * BUCKET_RATIO < self.high:
+                sizes.append(sizes[-1] * BUCKET_RATIO)
+            object.__setattr__(self, "buckets", (*sizes, self.high))
         buckets = tuple(sorted(set(int(b) for b in self.buckets)))
         if not buckets or not 1 <= self.low <= self.high:
             raise DynamicShapeError(f"dynamic {self.name}: give 1 <= low <= high and at least one bucket")
@@ -142,14 +153,25 @@ def tune_buckets(op: str, params: dict, dim: DynamicDim, trials: int, db, target
             for b, task in bucket_tasks(op, params, dim, target).items()}
 
 
-def plan_calls(rows: int, costs: dict[int, float]) -> tuple[tuple[int, int], ...]:
+def plan_calls(rows: int, costs: dict[int, float], tails: bool = False) -> tuple[tuple[int, int], ...]:
     """The cheapest way to cover ``rows`` with bucket calls: (bucket, rows it serves) per call,
-    largest first; a call serving fewer rows than its bucket is padded. ``costs``: bucket ->
-    seconds per call. On a tie the larger bucket goes first, so padding lands on a small one."""
+    largest first. ``costs``: bucket -> seconds per call. A call serving fewer rows than its
+    bucket is padded, costing the whole bucket. With ``tails`` such a call runs the schedule
+    of the smallest bucket above its rows at their size instead (``BucketedModule.tail``),
+    its cost estimated between the measured costs of the buckets on either side, linearly
+    in the rows. On a tie the larger bucket goes first, so padding lands on a small one."""
+    sizes = sorted(costs)
     best = [0.0] + [float("inf")] * rows
     choice = [None] * (rows + 1)
     for r in range(1, rows + 1):
+        above = next((b for b in sizes if b > r), None)
         for b, cost in sorted(costs.items(), reverse=True):
+            if tails and r < b:
+                if b != above or r in costs:  # a tail only where no bucket has exactly its rows
+                    continue
+                below = max((c for c in sizes if c < r), default=0)
+                low = costs[below] if below else 0.0
+                cost = low + (cost - low) * (r - below) / (b - below)
             total = cost + best[max(0, r - b)]
             if total < best[r]:
                 best[r], choice[r] = total, b
@@ -209,7 +231,7 @@ class BucketedModule:
             raise DynamicShapeError(f"{self.dim.name} = {rows} is outside the tuned range "
                                     f"{self.dim.low}..{self.dim.high}")
         if rows not in self._plans:
-            self._plans[rows] = plan_calls(rows, self.costs)
+            self._plans[rows] = plan_calls(rows, self.costs, tails=self._build_tail is not None)
         return self._plans[rows]
 
     def pack(self, name: str, array: np.ndarray) -> PackedForBuckets:

@@ -17,7 +17,7 @@ Ops: ``dense`` (x (M, K) times w (N, K) transposed, plus an optional bias, as a 
 layer), ``matmul``, ``bias_add``, ``add`` (same shapes), ``relu``, ``gelu`` (exact, erf),
 ``layernorm`` (over the last axis), ``softmax`` (over the last axis), ``attention``
 (multi-head, over (seq, heads * dim) operands), ``conv2d`` (NCHW data, (K, C, R, S)
-weights, an optional per-channel bias), ``batch_norm`` (inference: folded, when the graph
+weights, an optional per-channel bias), ``pool2d`` (NCHW, max or average), ``batch_norm`` (inference: folded, when the graph
 is built, into a per-channel ``channel_affine`` ``x * scale[c] + shift[c]`` of constant
 parameters, as inference compilers fold it). The ones with a reduction are *anchors*; the
 element-wise ones fuse into them (``partition``).
@@ -140,6 +140,24 @@ def _np_conv2d(x, w, stride, padding, dilation):
     return im2col_conv2d(x.astype(np.float64), w.astype(np.float64), stride, padding, dilation).astype(x.dtype)
 
 
+def _te_pool2d(X, name, kernel, stride, padding, pool_type):
+    return te.ops.pool2d(X, kernel, stride, padding, pool_type)
+
+
+def _np_pool2d(x, kernel, stride, padding, pool_type):
+    """Max or average (padding counted, as te's) pooling of NCHW ``x``, window by window."""
+    (kh, kw), (sh, sw), (ph, pw) = (_pair(v) for v in (kernel, stride, padding))
+    fill = -np.inf if pool_type == "max" else 0.0
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    out = windows.max(axis=(-2, -1)) if pool_type == "max" else windows.sum(axis=(-2, -1)) / (kh * kw)
+    return out.astype(x.dtype)
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
 def _te_channel_affine(X, scale, shift, name):
     return te.compute(X.shape, lambda n, c, *hw: X[(n, c, *hw)] * scale[c] + shift[c], name=name, tag="elementwise")
 
@@ -166,6 +184,7 @@ BIAS_ADD = OpKind("bias_add", False, _te_bias_add, lambda x, b: x + b)
 ADD = OpKind("add", False, lambda X, Y, name: te.ops.add(X, Y, name=name), lambda x, y: x + y)
 RELU = OpKind("relu", False, lambda X, name: te.ops.relu(X, name=name), lambda x: np.maximum(x, 0))
 CONV2D = OpKind("conv2d", True, _te_conv2d, _np_conv2d)
+POOL2D = OpKind("pool2d", True, _te_pool2d, _np_pool2d)
 CHANNEL_AFFINE = OpKind("channel_affine", False, _te_channel_affine,
                         lambda x, scale, shift: x * _per_channel(scale, x.ndim) + _per_channel(shift, x.ndim))
 CHANNEL_BIAS = OpKind("channel_bias", False, _te_channel_bias, lambda x, b: x + _per_channel(b, x.ndim))
@@ -308,6 +327,19 @@ class Graph:
             raise GraphError(str(exc)) from None
         out = self._node(CONV2D, (x, w), probe.shape, x.dtype, stride=stride, padding=padding, dilation=dilation)
         return out if bias is None else self._node(CHANNEL_BIAS, (out, bias), out.shape, out.dtype)
+
+    def pool2d(self, x: Value, kernel, stride=None, padding=0, pool_type: str = "max") -> Value:
+        """Max or average pooling of an NCHW value: ``kernel``, ``stride`` (default: the
+        kernel) and ``padding`` an int or [h, w]; average pooling counts the padding (its
+        windows divide by the kernel's area)."""
+        self._own(x)
+        stride = kernel if stride is None else stride
+        try:  # the op checks its parameters and gives the output shape
+            probe = te.ops.pool2d(te.placeholder(x.shape, x.dtype, "x"), kernel, stride, padding, pool_type)
+        except te.TEError as exc:
+            raise GraphError(str(exc)) from None
+        return self._node(POOL2D, (x,), probe.shape, x.dtype, kernel=kernel, stride=stride, padding=padding,
+                          pool_type=pool_type)
 
     def channel_affine(self, x: Value, scale: Value, shift: Value) -> Value:
         """``x * scale[c] + shift[c]`` over the channels (axis 1) of an NCHW value."""

@@ -8,6 +8,9 @@ The nodes this reads, and what each becomes:
     Relu, Gelu (erf form), Softmax (last axis), LayerNormalization (last axis)
     Conv (2-d, group 1, explicit pads)    conv2d (+ its bias per channel); asymmetric pads kept
     BatchNormalization (inference)        batch_norm, folded into a per-channel scale and shift
+    MaxPool, AveragePool (2-d,            pool2d (average: the padding counted, or none)
+      symmetric pads, no ceil_mode)
+    GlobalAveragePool                     pool2d over the whole image
     Attention (opset 23: batch 1, 3-d     attention over (seq, heads * dim): as many key/value
       Q, K, V, no mask or cache)          heads as query heads, the default scale, is_causal
     Reshape (a constant shape that only   nothing: the same value (a batch of one is how
@@ -161,13 +164,38 @@ def _read_node(g: Graph, node, values: dict, initializers: dict, shapes: dict) -
         out = g.batch_norm(*operands, eps=float(attrs.get("epsilon", 1e-5)))
     elif op == "Attention":
         out = _read_attention(g, node, attrs, operands, shapes, refuse)
+    elif op in ("MaxPool", "AveragePool"):
+        out = _read_pool(g, op, attrs, operands[0], refuse)
+    elif op == "GlobalAveragePool":
+        if len(operands[0].shape) != 4:
+            refuse(f"a {len(operands[0].shape) - 2}-d input (only 2-d)")
+        out = g.pool2d(operands[0], list(operands[0].shape[2:]), pool_type="avg")
     else:
         raise GraphError(f"{where}: the op type {op!r} is not supported (supported: Gemm, MatMul, Add, Relu, "
-                         f"Gelu, Softmax, LayerNormalization, Conv, BatchNormalization, Attention, Reshape)")
+                         f"Gelu, Softmax, LayerNormalization, Conv, BatchNormalization, Attention, Reshape, MaxPool, "
+                         f"AveragePool, GlobalAveragePool)")
     if len([o for o in node.output if o]) != 1 or not node.output[0]:
         refuse(f"outputs {list(node.output)} (only the first)")
     values[node.output[0]] = out
     shapes[node.output[0]] = (1, *out.shape) if op == "Attention" else out.shape
+
+
+def _read_pool(g: Graph, op: str, attrs: dict, x: Value, refuse) -> Value:
+    """MaxPool or AveragePool, 2-d, as ``pool2d`` takes them."""
+    kernel = [int(k) for k in attrs.get("kernel_shape", [])]
+    if len(kernel) != 2 or len(x.shape) != 4:
+        refuse(f"a kernel of {kernel} on an input of shape {x.shape} (only 2-d)")
+    top, left, bottom, right = [int(p) for p in attrs.get("pads", [0, 0, 0, 0])]
+    if (top, left) != (bottom, right):
+        refuse(f"pads {[top, left, bottom, right]} (only the same on both sides)")
+    if attrs.get("ceil_mode", 0) or any(int(d) != 1 for d in attrs.get("dilations", [1, 1])):
+        refuse("ceil_mode or dilations")
+    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        refuse(f"auto_pad {attrs['auto_pad']!r} (give explicit pads)")
+    if op == "AveragePool" and (top or left) and not attrs.get("count_include_pad", 0):
+        refuse("average pooling that leaves the padding out of its count (count_include_pad 0 with pads)")
+    stride = [int(v) for v in attrs.get("strides", [1, 1])]
+    return g.pool2d(x, kernel, stride, [top, left], "max" if op == "MaxPool" else "avg")
 
 
 def _read_reshape(node, values: dict, initializers: dict, shapes: dict, refuse) -> None:

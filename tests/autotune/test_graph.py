@@ -291,3 +291,20 @@ def test_batch_norm_folds_only_constants_and_a_group_never_runs_before_its_opera
     b = order.dense(x, order.param("wb", (8, 8)))
     order.output("y", order.add(a, b))
     assert [grp.kinds for grp in fuse(order)] == ["dense", "dense_add"]
+
+
+def test_pooling_in_a_graph_starts_a_group_takes_its_relu_and_says_what_is_wrong():
+    g = Graph("pool")
+    x = g.input("x", (1, 3, 7, 7))
+    with pytest.raises(GraphError, match="padding 2 must be smaller than the kernel 2"):
+        g.pool2d(x, 2, padding=2)
+    h = g.relu(g.pool2d(x, 3, stride=2, padding=1, pool_type="avg"))
+    g.output("y", g.pool2d(h, [2, 2], stride=1))
+    assert [grp.kinds for grp in fuse(g)] == ["pool2d_relu", "pool2d"]
+    x_np = np.random.default_rng(0).uniform(-1, 1, (1, 3, 7, 7)).astype(np.float32)
+    y = g.run_numpy(x=x_np)["y"]
+    padded = np.pad(x_np, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    avg = np.maximum(np.array([[[[padded[0, c, 2 * i:2 * i + 3, 2 * j:2 * j + 3].sum() / 9 for j in range(4)]
+                                 for i in range(4)] for c in range(3)]]), 0)
+    want = np.array([[[[avg[0, c, i:i + 2, j:j + 2].max() for j in range(3)] for i in range(3)] for c in range(3)]])
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)

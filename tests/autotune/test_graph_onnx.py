@@ -279,3 +279,57 @@ def test_autotune_model_tunes_a_transformer_block_from_onnx(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 tasks, 24 trials" in proc.stdout
     assert "check: the built network matches NumPy" in proc.stdout
+
+
+def pooled_model(channels=4, size=9, seed=0):
+    """A stem as image models start: Conv, Relu, MaxPool 3x3 stride 2 pad 1, Conv,
+    AveragePool 2x2 (stride 1, padding counted), GlobalAveragePool."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": rng.uniform(-0.3, 0.3, (channels, 3, 3, 3)).astype(np.float32),
+             "w2": rng.uniform(-0.3, 0.3, (channels, channels, 3, 3)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["c2"], ["p2"], kernel_shape=[2, 2], pads=[1, 1, 1, 1],
+                              count_include_pad=1),
+             helper.make_node("GlobalAveragePool", ["p2"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 1, 1])], inits)
+    return model, inits
+
+
+def test_pooling_loads_and_matches_onnx_reference_and_tunes(tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    import tuning_db
+    from autotune.graph import build_graph, tune_graph
+
+    model, _ = pooled_model()
+    g = from_onnx(model)
+    groups, _ = partition(g)
+    assert [grp.kinds for grp in groups] == ["conv2d_relu", "pool2d", "conv2d", "pool2d", "pool2d"]
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 9, 9)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(g.run_numpy(x=x)["y"], want, rtol=1e-5, atol=1e-6)
+    with tuning_db.Database(tmp_path / "pool.db") as db:
+        tune_graph(g, trials=10, db=db, tuner="random", batch=2)
+        net = build_graph(g, db=db)
+    np.testing.assert_allclose(net(x=x)["y"], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs,message", [
+    (dict(ceil_mode=1), "ceil_mode or dilations"),
+    (dict(pads=[1, 1, 0, 0]), r"pads \[1, 1, 0, 0\] .only the same on both sides."),
+    (dict(count_include_pad=0), "leaves the padding out of its count"),
+])
+def test_pooling_beyond_what_is_read_is_refused(attrs, message):
+    model, _ = pooled_model()
+    node = next(n for n in model.graph.node if n.op_type == "AveragePool")
+    for name, value in attrs.items():
+        old = [a for a in node.attribute if a.name == name]
+        for a in old:
+            node.attribute.remove(a)
+        node.attribute.append(helper.make_attribute(name, value))
+    with pytest.raises(GraphError, match=message):
+        from_onnx(model)
