@@ -153,25 +153,19 @@ def tune_buckets(op: str, params: dict, dim: DynamicDim, trials: int, db, target
             for b, task in bucket_tasks(op, params, dim, target).items()}
 
 
-def plan_calls(rows: int, costs: dict[int, float], tails: bool = False) -> tuple[tuple[int, int], ...]:
+def plan_calls(rows: int, costs: dict[int, float]) -> tuple[tuple[int, int], ...]:
     """The cheapest way to cover ``rows`` with bucket calls: (bucket, rows it serves) per call,
     largest first. ``costs``: bucket -> seconds per call. A call serving fewer rows than its
-    bucket is padded, costing the whole bucket. With ``tails`` such a call runs the schedule
-    of the smallest bucket above its rows at their size instead (``BucketedModule.tail``),
-    its cost estimated between the measured costs of the buckets on either side, linearly
-    in the rows. On a tie the larger bucket goes first, so padding lands on a small one."""
-    sizes = sorted(costs)
+    bucket counts at the bucket's whole cost: what padding costs, and an upper bound of a
+    tail (``BucketedModule.tail``), which runs the same schedule on fewer rows. Counting a
+    tail at less would need its cost, which is not measured; costs interpolated between
+    the buckets' favoured a big bucket's schedule on a fraction of its rows, which ran
+    slower than the plans it displaced (``bench/RESULTS.md``). On a tie the larger bucket
+    goes first, so padding lands on a small one."""
     best = [0.0] + [float("inf")] * rows
     choice = [None] * (rows + 1)
     for r in range(1, rows + 1):
-        above = next((b for b in sizes if b > r), None)
         for b, cost in sorted(costs.items(), reverse=True):
-            if tails and r < b:
-                if b != above or r in costs:  # a tail only where no bucket has exactly its rows
-                    continue
-                below = max((c for c in sizes if c < r), default=0)
-                low = costs[below] if below else 0.0
-                cost = low + (cost - low) * (r - below) / (b - below)
             total = cost + best[max(0, r - b)]
             if total < best[r]:
                 best[r], choice[r] = total, b
@@ -231,7 +225,7 @@ class BucketedModule:
             raise DynamicShapeError(f"{self.dim.name} = {rows} is outside the tuned range "
                                     f"{self.dim.low}..{self.dim.high}")
         if rows not in self._plans:
-            self._plans[rows] = plan_calls(rows, self.costs, tails=self._build_tail is not None)
+            self._plans[rows] = plan_calls(rows, self.costs)
         return self._plans[rows]
 
     def pack(self, name: str, array: np.ndarray) -> PackedForBuckets:

@@ -23,13 +23,6 @@ def test_plans_cover_the_rows_at_the_least_measured_cost():
     assert plan_calls(40, {8: 1.0, 64: 4.0}) == ((64, 40),)  # 64 padded (4.0) beats five 8s (5.0)
     for rows in range(1, 200):
         assert sum(served for _, served in plan_calls(rows, costs)) == rows
-        assert sum(served for _, served in plan_calls(rows, costs, tails=True)) == rows
-    # A tail runs the next bucket up at its size, its cost between the buckets on either side.
-    assert plan_calls(24, costs, tails=True) == ((64, 24),)  # 64's schedule at 24 rows (5.0) beats three 8s (9.0)
-    assert plan_calls(70, costs, tails=True) == ((64, 64), (8, 6))  # a 6-row tail of 8 (2.43) beats six 1s
-    assert plan_calls(2, costs, tails=True) == ((8, 2),)  # 1.29 against two calls of 1 (2.0)
-    assert plan_calls(9, {1: 1.0, 8: 1.5, 64: 10.0}, tails=True) == ((64, 9),)  # 1.5 + 8.5 / 56 beats 8 + 1 (2.5)
-    assert plan_calls(9, {1: 1.0, 8: 1.5, 64: 80.0}, tails=True) == ((8, 8), (1, 1))  # 2.5 beats 1.5 + 78.5 / 56
 
 
 def test_a_dimension_is_split_only_where_rows_are_independent():
