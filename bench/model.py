@@ -163,9 +163,9 @@ def numpy_transformer(g):
     return run
 
 
-def torch_transformer(g):
-    """The encoder block in PyTorch (eager, inference mode, scaled_dot_product_attention), or
-    None without PyTorch."""
+def torch_with_params(g):
+    """(torch, torch.nn.functional, the graph's parameters as tensors by name), PyTorch's
+    threads set to the cores we use; None without PyTorch."""
     from autotune.anchor import torch_for_anchors
     from schedule.targets.cpu import usable_cores
 
@@ -173,8 +173,15 @@ def torch_transformer(g):
     if torch is None:
         return None
     torch.set_num_threads(usable_cores())
-    F = torch.nn.functional
-    p = {v.name: torch.from_numpy(a) for v, a in g.params.items()}
+    return torch, torch.nn.functional, {v.name: torch.from_numpy(a) for v, a in g.params.items()}
+
+
+def torch_transformer(g):
+    """The encoder block in PyTorch (eager, inference mode, scaled_dot_product_attention), or
+    None without PyTorch."""
+    if (found := torch_with_params(g)) is None:
+        return None
+    torch, F, p = found
 
     def heads(t):
         return t.view(SEQ, HEADS, D_MODEL // HEADS).transpose(0, 1)
@@ -216,15 +223,9 @@ def numpy_resnet(g):
 
 def torch_resnet(g):
     """The block in PyTorch (eager, inference mode), or None without PyTorch."""
-    from autotune.anchor import torch_for_anchors
-    from schedule.targets.cpu import usable_cores
-
-    torch = torch_for_anchors()
-    if torch is None:
+    if (found := torch_with_params(g)) is None:
         return None
-    torch.set_num_threads(usable_cores())
-    F = torch.nn.functional
-    p = {v.name: torch.from_numpy(a) for v, a in g.params.items()}
+    torch, F, p = found
 
     def bn(h, name):
         return F.batch_norm(h, p[f"{name}_mean"], p[f"{name}_var"], p[f"{name}_gamma"], p[f"{name}_beta"],

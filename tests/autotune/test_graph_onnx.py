@@ -89,10 +89,10 @@ def test_a_block_with_matmul_layernorm_gelu_and_softmax_loads():
 
 
 def test_an_unsupported_node_is_named():
-    model = _model([helper.make_node("MaxPool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2])],
+    model = _model([helper.make_node("LRN", ["x"], ["y"], name="norm1", size=3)],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])], {})
-    with pytest.raises(GraphError, match=r"node 'pool1' \(MaxPool\): the op type 'MaxPool' is not supported"):
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])], {})
+    with pytest.raises(GraphError, match=r"node 'norm1' \(LRN\): the op type 'LRN' is not supported"):
         from_onnx(model)
     grouped = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=3)],
                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
@@ -158,34 +158,33 @@ def test_a_resnet_block_loads_with_folded_batch_norm_and_asymmetric_pads():
     np.testing.assert_allclose(g.run_numpy(x=x)["y"], _numpy_resnet(x, inits), rtol=1e-5, atol=1e-5)
 
 
-def test_autotune_model_tunes_builds_and_checks(tmp_path):
-    model, _ = mlp_model()
-    path = tmp_path / "mlp.onnx"
-    onnx.save(model, str(path))
+def _autotune_model(tmp_path, model, *options: str) -> subprocess.CompletedProcess:
+    """``autotune model`` on ``model`` (a ModelProto, saved first, or a file), in a clean environment."""
+    path = model if isinstance(model, Path) else tmp_path / "model.onnx"
+    if not isinstance(model, Path):
+        onnx.save(model, str(path))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
            "AUTOTUNE_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), "--trials", "24",
-                           "--tuner", "random", "--batch-size", "8", "--db", str(tmp_path / "net.db")],
+    return subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), *options,
+                           "--db", str(tmp_path / "net.db")],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+
+def test_autotune_model_tunes_builds_and_checks(tmp_path):
+    model, _ = mlp_model()
+    proc = _autotune_model(tmp_path, model, "--trials", "24", "--tuner", "random", "--batch-size", "8")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 tasks, 24 trials" in proc.stdout
     assert "check: the built network matches NumPy" in proc.stdout
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
-    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(bad), "--db", str(tmp_path / "x.db")],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = _autotune_model(tmp_path, bad)
     assert proc.returncode == 1 and "cannot read the ONNX model" in proc.stderr
 
 
 def test_autotune_model_tunes_a_resnet_block_from_onnx(tmp_path):
     model, _ = resnet_model(channels=8, size=8)
-    path = tmp_path / "resnet.onnx"
-    onnx.save(model, str(path))
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
-           "AUTOTUNE_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), "--trials", "16",
-                           "--batch-size", "8", "--db", str(tmp_path / "net.db")],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = _autotune_model(tmp_path, model, "--trials", "16", "--batch-size", "8")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 tasks, 16 trials" in proc.stdout
     assert "check: the built network matches NumPy" in proc.stdout
@@ -269,13 +268,7 @@ def test_attention_and_reshape_beyond_what_is_read_are_refused(change, message):
 
 def test_autotune_model_tunes_a_transformer_block_from_onnx(tmp_path):
     model, _ = transformer_model(seq=8, d=16, heads=2, hidden=32)
-    path = tmp_path / "encoder.onnx"
-    onnx.save(model, str(path))
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
-           "AUTOTUNE_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "model", str(path), "--trials", "24",
-                           "--tuner", "random", "--batch-size", "4", "--db", str(tmp_path / "net.db")],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = _autotune_model(tmp_path, model, "--trials", "24", "--tuner", "random", "--batch-size", "4")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 tasks, 24 trials" in proc.stdout
     assert "check: the built network matches NumPy" in proc.stdout
