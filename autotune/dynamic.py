@@ -13,7 +13,9 @@ dimension into calls of bucket kernels on row slices (the slices of a C-contiguo
 along its first axis are contiguous: no copy). What is left when no bucket fits it runs
 as a *tail*: the bucket's tuned schedule compiled for exactly those rows (on the first
 call that needs it; the compile cache keeps it for later processes), so 5 rows do 5 rows
-of work, not 8. ``build_buckets(..., tails=False)`` pads that call up to the bucket
+of work, not 8. ``warm(*sizes)`` compiles those ahead, and times each size's plan against
+all its rows as one tail of a larger bucket's schedule (24 rows: three 8-row calls, or the
+64-row schedule at 24 rows), keeping the faster. ``build_buckets(..., tails=False)`` pads that call up to the bucket
 instead (its rows copied into a scratch array and back): no compile at run time, the
 padded rows' work wasted. Which buckets: the cheapest plan by the buckets' measured times
 (a dynamic programme over the row count), so 100 rows may run as 64 + 32 + a tail of 4
@@ -158,10 +160,10 @@ def plan_calls(rows: int, costs: dict[int, float]) -> tuple[tuple[int, int], ...
     largest first. ``costs``: bucket -> seconds per call. A call serving fewer rows than its
     bucket counts at the bucket's whole cost: what padding costs, and an upper bound of a
     tail (``BucketedModule.tail``), which runs the same schedule on fewer rows. Counting a
-    tail at less would need its cost, which is not measured; costs interpolated between
-    the buckets' favoured a big bucket's schedule on a fraction of its rows, which ran
-    slower than the plans it displaced (``bench/RESULTS.md``). On a tie the larger bucket
-    goes first, so padding lands on a small one."""
+    tail at less needs its cost, which only timing gives (``BucketedModule.warm``); costs
+    interpolated between the buckets' favoured a big bucket's schedule on a fraction of its
+    rows, which ran slower than the plans it displaced (``bench/RESULTS.md``). On a tie the
+    larger bucket goes first, so padding lands on a small one."""
     best = [0.0] + [float("inf")] * rows
     choice = [None] * (rows + 1)
     for r in range(1, rows + 1):
@@ -213,12 +215,33 @@ class BucketedModule:
             self._tails[bucket, rows] = self._build_tail(bucket, rows)
         return self._tails[bucket, rows]
 
-    def warm(self, *sizes: int) -> None:
-        """Compile now the tails that calls with ``sizes`` rows need, so no such call compiles."""
+    def warm(self, *sizes: int, choose: bool = True) -> None:
+        """Compile now the tails that calls with ``sizes`` rows need, so no such call compiles.
+        With ``choose`` (and tails), also time each size's plan against running all its rows
+        as one tail of each larger bucket's schedule, on scratch arrays, and keep the faster
+        (``plan`` counts a tail at its whole bucket's cost, as it cannot know a tail's)."""
         for size in sizes:
-            for bucket, served in self.plan(size):
+            plan = self.plan(size)
+            for bucket, served in plan:
                 if served < bucket:
                     self.tail(bucket, served)
+            options = [plan] + [((b, size),) for b in sorted(self.kernels) if b > size]
+            if choose and self._build_tail is not None and len(options) > 1:
+                arrays = self._scratch_arguments(size)
+                seconds = [_seconds_per_call(lambda p=p: self._run(p, arrays)) for p in options]
+                self._plans[size] = options[seconds.index(min(seconds))]
+
+    def _scratch_arguments(self, rows: int) -> list:
+        """Arrays shaped as a call with ``rows`` rows takes (random values: timing only), the
+        constant inputs packed for every bucket, as a caller packs them once (``pack``)."""
+        from te import dtypes
+
+        rng = np.random.default_rng(0)
+        params = self.kernels[max(self.kernels)].func.user_params
+        arrays = [rng.standard_normal(((rows,) + p.shape[1:]) if n in self.varying else p.shape)
+                  .astype(dtypes.numpy_dtype(p.dtype)) for n, p in enumerate(params)]
+        return [self.pack(self.names[n], a) if n not in self.varying and n not in self.outputs else a
+                for n, a in enumerate(arrays)]
 
     def plan(self, rows: int) -> tuple[tuple[int, int], ...]:
         if not self.dim.low <= rows <= self.dim.high:
@@ -241,9 +264,12 @@ class BucketedModule:
         if len(rows) != 1:
             raise DynamicShapeError(f"the arguments split along {self.dim.name} must agree on their first extent, "
                                     f"got {sorted(rows)}")
+        self._run(self.plan(rows.pop()), arrays)
+
+    def _run(self, plan, arrays) -> None:
+        """Call the kernels of ``plan`` on ``arrays``' row slices (see ``__call__``)."""
         from .dispatch import packed_input
 
-        plan = self.plan(rows.pop())
         fixed = {n: a for n, a in enumerate(arrays) if n not in self.varying}
         packed = {}  # (bucket, position) -> the input in that kernel's layout, packed once per call
         start = 0
@@ -281,6 +307,26 @@ class BucketedModule:
         if scratch is None:
             scratch = self._scratches[key] = np.zeros((bucket, *piece.shape[1:]), piece.dtype)
         return scratch
+
+
+def _seconds_per_call(fn, rounds: int = 5, min_time: float = 0.01) -> float:
+    """The median over ``rounds`` of ``fn``'s seconds per call, each round repeating it for
+    at least ``min_time`` (after one call that warms caches and compiles)."""
+    import statistics
+    import time
+
+    fn()
+    out = []
+    for _ in range(rounds):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+        out.append(elapsed / calls)
+    return statistics.median(out)
 
 
 def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu", tails: bool = True) -> BucketedModule:

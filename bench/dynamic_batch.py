@@ -7,8 +7,9 @@
 1. ``autotune.tune_buckets`` tunes dense + bias + relu at M = 1, 8, 64, 256; then each
    held-out size is tuned as a task of its own, same trials, all into one database.
 2. A fresh process builds the bucketed module (``build_buckets``: the rows no bucket fits
-   run as a tail, the bucket's schedule compiled at their size, compiled before timing
-   with ``warm``), the same module padding those rows instead (``tails=False``), and each
+   run as a tail, the bucket's schedule compiled at their size; ``warm`` compiles them
+   before timing and keeps, per size, the faster of its plan and one tail of a larger
+   bucket), the same module padding those rows instead (``tails=False``), and each
    exact-size kernel through ``apply_best``, and times them alternately, weights packed
    beforehand for all, five rounds of at least 0.2 s each; the ratios of the medians per
    size, and the plan of bucket calls. Goal: within 1.25x of the exact kernel.

@@ -94,3 +94,31 @@ def test_log_show_lists_the_buckets_stored_beside_a_record(tmp_path):
     doc = json.loads(CliRunner().invoke(cli, ["log", "show", str(record.id), "--json", "--db",
                                               str(tmp_path / "t.db")]).output)
     assert doc["sizes"] == {"M": [1, 8, 32]}
+
+
+def test_warm_times_each_plan_against_one_tail_of_a_larger_bucket_and_keeps_the_faster(tmp_path, monkeypatch):
+    import autotune.dynamic as dynamic
+
+    dim = DynamicDim("M", 1, 32, (1, 8, 32))
+    with tuning_db.Database(tmp_path / "t.db") as db:
+        tune_buckets("dense", dict(N=24, K=16), dim, trials=2, db=db, tuner="random", batch_size=2)
+        f = build_buckets("dense", dict(N=24, K=16), dim, db=db)
+    timings = iter([3.0, 2.0, 1.0, 1.0, 2.0, 3.0])  # the planned calls, then 8's and 32's schedule on 5 rows
+
+    def scripted(fn):
+        fn()  # it runs (and compiles its tails); its time is the script's, not the clock's
+        return next(timings)
+
+    monkeypatch.setattr(dynamic, "_seconds_per_call", scripted)
+    f.warm(5)
+    assert f.plan(5) == ((32, 5),) and (32, 5) in f._tails
+    kept = f.plan(6)
+    f.warm(6)  # the plan it had was the fastest: kept
+    assert f.plan(6) == kept
+    rng = np.random.default_rng(1)
+    w, b = rng.standard_normal((24, 16)).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    for m in (5, 6):
+        x = rng.standard_normal((m, 16)).astype(np.float32)
+        y = np.full((m, 24), np.nan, np.float32)
+        f(x, w, b, y)
+        np.testing.assert_allclose(y, np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-5)
