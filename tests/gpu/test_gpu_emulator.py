@@ -195,3 +195,33 @@ def test_vthread_that_cannot_be_injected_stays_a_serial_loop():
     loop = ir.For(v, ir.Const(4), ir.THREAD_BINDING, ir.Allocate(sh, body), "vthread")
     result = inject_virtual_threads(loop)
     assert isinstance(result, ir.For) and result.kind == ir.SERIAL and result.thread_tag is None
+
+
+@pytest.mark.parametrize("level", ["blockIdx.x", "threadIdx.x"])
+def test_two_projections_computed_with_one_another_are_one_kernel_that_matches(level):
+    """compute_with under the GPU pipeline: the second projection inside the first's block
+    (or thread) loop makes one kernel where there were two, and it computes both."""
+    X = te.placeholder((16, 12), "float32", "X")
+    Ws = [te.placeholder((12, 12), "float32", f"W{n}") for n in range(2)]
+    outs = [te.ops.dense(X, W, name=f"p{n}") for n, W in enumerate(Ws)]
+
+    def schedule_them(joined: bool):
+        s = schedule.create_schedule(outs)
+        loops = []
+        for out in outs:
+            st = s[out]
+            block, thread = st.split(st.fuse(*st.op.axis), factor=32)
+            st.bind(block, "blockIdx.x")
+            st.bind(thread, "threadIdx.x")
+            loops.append(block if level == "blockIdx.x" else thread)
+        if joined:
+            s[outs[1]].compute_with(s[outs[0]], loops[0])
+        return s
+
+    args = [X, *Ws, *outs]
+    assert [len(schedule.lower(schedule_them(j), args, pipeline="gpu").kernels) for j in (False, True)] == [2, 1]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 12)).astype(np.float32)
+    ws = [rng.standard_normal((12, 12)).astype(np.float32) for _ in range(2)]
+    for y, w in zip(emulator.run(schedule_them(True), args, [x, *ws]), ws):
+        np.testing.assert_allclose(y, x @ w.T, rtol=1e-5, atol=1e-5)
