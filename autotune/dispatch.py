@@ -63,12 +63,17 @@ def build(task: Task, db=None):
     Returns the backend's module, callable with arrays in the workload's argument order,
     with ``.config`` (the Config used) and ``.record`` (its MeasureRecord, None for the default).
     """
+    config, record = best_config(task, db)
+    return build_config(task, config, record)
+
+
+def build_config(task: Task, config: Config, record=None, candidates: bool = True):
+    """Compile ``task`` with ``config`` (``candidates``: see ``ConfigSpace.apply``); the module
+    carries ``.config`` and ``.record`` (the record it came from, if any)."""
     from backends import backend_for
 
-    config, record = best_config(task, db)
-    module = backend_for(task.target).build(task.lower(config))
-    module.config = config
-    module.record = record
+    module = backend_for(task.target).build(task.lower(config, candidates))
+    module.config, module.record = config, record
     return module
 
 

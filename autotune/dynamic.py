@@ -309,33 +309,22 @@ class BucketedModule:
         return scratch
 
 
-def _seconds_per_call(fn, rounds: int = 5, min_time: float = 0.01) -> float:
-    """The median over ``rounds`` of ``fn``'s seconds per call, each round repeating it for
-    at least ``min_time`` (after one call that warms caches and compiles)."""
+def _seconds_per_call(fn) -> float:
+    """The median seconds per call of ``fn`` over one round of the measuring protocol
+    (``timing_protocol.time_round``: a warm-up call, which also compiles any tail, then at
+    least 5 repeats and 0.05 s), caches left warm as between a caller's calls."""
     import statistics
-    import time
 
-    fn()
-    out = []
-    for _ in range(rounds):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        out.append(elapsed / calls)
-    return statistics.median(out)
+    from .timing_protocol import time_round
+
+    return statistics.median(time_round(fn, (), min_repeats=5, max_repeats=1000, min_time=0.05, flush=lambda: None))
 
 
 def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu", tails: bool = True) -> BucketedModule:
     """Each bucket built with its best stored config (``autotune.build``), planned by the
     buckets' stored times (a bucket with none counts as its size in rows). ``tails``: the
     rows no bucket fits run the bucket's schedule compiled at their size (else: padded)."""
-    from backends import backend_for
-
-    from .dispatch import build
+    from .dispatch import build, build_config
 
     tasks = bucket_tasks(op, params, dim, target)
     kernels = {b: build(t, db) for b, t in tasks.items()}
@@ -345,10 +334,7 @@ def build_buckets(op: str, params: dict, dim: DynamicDim, db=None, target="cpu",
     outputs = [n for n, t in enumerate(wl.args) if _is_output(wl, t)]
 
     def build_tail(bucket: int, rows: int):
-        task = Task(op, {**params, dim.name: rows}, target)
-        module = backend_for(task.target).build(task.lower(kernels[bucket].config, candidates=False))
-        module.config, module.record = kernels[bucket].config, None
-        return module
+        return build_config(Task(op, {**params, dim.name: rows}, target), kernels[bucket].config, candidates=False)
 
     return BucketedModule(dim, kernels, costs, varying_args(tasks), outputs, [t.name for t in wl.args],
                           build_tail if tails else None)

@@ -5,7 +5,7 @@
     python bench/model.py --net resnet --trials 500 --no-round-robin
     python bench/model.py --net transformer --no-round-robin
 
-The networks (``autotune.graph``): ``mlp``, a 4-layer MLP, batch 64, 1024 -> 4096 -> 1024 ->
+The networks (``autotune.graph.examples``): ``mlp``, a 4-layer MLP, batch 64, 1024 -> 4096 -> 1024 ->
 4096 -> 1024, bias and relu after each layer but the last (two distinct tasks of weight 2);
 ``resnet``, ResNet-50's basic block at 64 channels, 56x56, batch 1: conv3x3 -> batch norm ->
 relu -> conv3x3 -> batch norm -> + x -> relu (two tasks; batch norm folded);
@@ -48,60 +48,27 @@ BATCH = 64
 
 
 def mlp():
-    from autotune.graph import Graph
+    from autotune.graph import examples
 
-    g = Graph("mlp4", seed=0)
-    h = g.input("x", (BATCH, LAYERS[0][0]))
-    for n, (n_in, n_out) in enumerate(LAYERS):
-        h = g.dense(h, g.param(f"w{n}", (n_out, n_in)), g.param(f"b{n}", (n_out,)))
-        h = g.relu(h) if n < len(LAYERS) - 1 else h
-    g.output("y", h)
-    return g
+    return examples.mlp(layers=len(LAYERS), batch=BATCH, wide=LAYERS[0][1], narrow=LAYERS[0][0])
 
 
 CHANNELS, SIZE = 64, 56
 
 
 def resnet():
-    from autotune.graph import Graph
+    from autotune.graph import examples
 
-    g = Graph("resnet_block", seed=0)
-    x = g.input("x", (1, CHANNELS, SIZE, SIZE))
-    rng = np.random.default_rng(0)
-
-    def bn(h, name):
-        stats = [g.param(f"{name}_{p}", value=v.astype(np.float32)) for p, v in (
-            ("gamma", rng.uniform(0.5, 1.5, CHANNELS)), ("beta", rng.uniform(-0.1, 0.1, CHANNELS)),
-            ("mean", rng.uniform(-0.1, 0.1, CHANNELS)), ("var", rng.uniform(0.5, 1.5, CHANNELS)))]
-        return g.batch_norm(h, *stats)
-
-    h = g.relu(bn(g.conv2d(x, g.param("w1", (CHANNELS, CHANNELS, 3, 3)), padding=1), "bn1"))
-    h = bn(g.conv2d(h, g.param("w2", (CHANNELS, CHANNELS, 3, 3)), padding=1), "bn2")
-    g.output("y", g.relu(g.add(h, x)))
-    return g
+    return examples.resnet_block(channels=CHANNELS, size=SIZE, seed=0)
 
 
 SEQ, D_MODEL, HEADS, FFN = 256, 512, 8, 2048
 
 
 def transformer():
-    from autotune.graph import Graph
+    from autotune.graph import examples
 
-    g = Graph("encoder_block", seed=0)
-    x = g.input("x", (SEQ, D_MODEL))
-
-    def linear(v, n_out, name):
-        return g.dense(v, g.param(f"{name}.w", (n_out, v.shape[1])), g.param(f"{name}.b", (n_out,)))
-
-    def layernorm(v, name):
-        return g.layernorm(v, g.param(f"{name}.g", value=np.ones(D_MODEL, np.float32)),
-                           g.param(f"{name}.b", value=np.zeros(D_MODEL, np.float32)))
-
-    n1 = layernorm(x, "ln1")
-    a = g.attention(*(linear(n1, D_MODEL, p) for p in "qkv"), heads=HEADS)
-    h = g.add(linear(a, D_MODEL, "o"), x)
-    g.output("y", g.add(linear(g.gelu(linear(layernorm(h, "ln2"), FFN, "fc1")), D_MODEL, "fc2"), h))
-    return g
+    return examples.transformer_block(seq=SEQ, d=D_MODEL, heads=HEADS, ffn=FFN)
 
 
 def numpy_transformer(g):

@@ -529,6 +529,8 @@ def _root_order(s: Schedule, infos) -> list[Stage]:
     """The stages whose nests run at the top level, in stage order, except that what a stage
     computed with a host reads (a panel packing of its own weights) runs before that host."""
     roots = [st for st in s.stages if st in infos and st.attach == "root" and st.with_stage is None]
+    if not any(st.with_stage is not None for st in s.stages):
+        return roots
     order: list[Stage] = []
     for st in roots:
         if st in order:

@@ -259,17 +259,26 @@ class ConfigSpace(SearchSpace):
     def _plan_decisions(self, config: Config) -> list[tuple[StagePlan, StageDecisions | None]]:
         """Each plan with its decisions in ``config`` (None for roles without knobs); a sibling
         that shares its leader's loops has the leader's decisions, its own knobs ignored."""
-        out = [(p, layout.decode(config.values) if layout is not None else None) for p, layout in self._layouts]
-        leaders = {p.op: d for p, d in out if getattr(d, "shares_loops", False)}
-        if not leaders:
-            return out
-        return [(p, _as_sibling(leaders[p.leader], p, self.names[p.op]) if p.leader in leaders else d) for p, d in out]
+        leaders = {}  # leader op -> its decisions, when its siblings share its loops
+        out = []
+        for p, layout in self._layouts:  # a leader comes before its siblings in sketch order
+            if p.leader in leaders:
+                d = _as_sibling(leaders[p.leader], p, self.names[p.op])
+            else:
+                d = layout.decode(config.values) if layout is not None else None
+                if getattr(d, "shares_loops", False):
+                    leaders[p.op] = d
+            out.append((p, d))
+        return out
 
     # ------------------------------------------------------------ validity and replay
 
     def problem(self, config: Config) -> str | None:
         plan_decisions = self._plan_decisions(config)
+        sharing = _sharing_siblings(plan_decisions)
         for plan, d in plan_decisions:
+            if plan.op in sharing:  # the leader's decisions, checked with the leader
+                continue
             reason = self._plan_problem(plan, d) if d is not None else None
             if reason is not None:
                 return reason

@@ -356,7 +356,8 @@ def show_cmd(db_url, record_id, what, as_json):
         if as_json:
             _echo_json({**_record_json(record, decisions, lowered, what, db), "sizes": sizes})
             return
-        _print_record(record, [("decisions", decisions), ("lowered", lowered), ("sizes", _sizes_lines(record, sizes))])
+        _print_record(record, [("decisions", decisions), ("lowered", lowered),
+                               ("sizes", _sizes_lines(record.workload_key, sizes))])
         if what is not None:
             click.echo(_lowered_text(record, what, db))
 
@@ -369,10 +370,12 @@ def tuned_sizes(db, workload_key: str) -> dict[str, list[int]]:
     from te.workload import split_key
 
     name, params = split_key(workload_key)
+    if params is None:  # keyed by its DAG's hash: no sizes to compare
+        return {}
     found: dict[str, set[int]] = {}
     for w in db.list_workloads():
         other_name, other = split_key(w.key)
-        if other_name != name or other is None or params is None or other.keys() != params.keys():
+        if other_name != name or other is None or other.keys() != params.keys():
             continue
         differing = [k for k in params if other[k] != params[k]]
         if len(differing) == 1 and all(type(p[differing[0]]) is int for p in (params, other)):
@@ -380,10 +383,11 @@ def tuned_sizes(db, workload_key: str) -> dict[str, list[int]]:
     return {k: sorted(v) for k, v in sorted(found.items())}
 
 
-def _sizes_lines(record, sizes: dict[str, list[int]]) -> list[str]:
+def _sizes_lines(workload_key: str, sizes: dict[str, list[int]]) -> list[str]:
+    """``tuned_sizes`` a line per parameter, the record's own size in brackets."""
     from te.workload import split_key
 
-    _, params = split_key(record.workload_key)
+    _, params = split_key(workload_key)
     return [f"{k}: " + ", ".join(f"[{v}]" if v == params[k] else str(v) for v in values)
             + " (stored sizes; [this record's])" for k, values in sizes.items()]
 

@@ -5,12 +5,14 @@
     tune_graph(g, trials=2000, db=db)      # network.py, partition.py, scheduler.py, tuning.py
     build_graph(g, db=db)(x=...)           # {"y": ...}
     g = from_onnx("net.onnx")              # an ONNX model's supported nodes (onnx_loader.py)
+    g = examples.transformer_block()       # example networks (examples.py)
 """
+from . import examples
 from .network import Graph, GraphError, Value
 from .onnx_loader import from_onnx
 from .partition import GraphTask, Group, fuse, partition
 from .scheduler import GradientScheduler, RoundRobinScheduler, TaskState
 from .tuning import GraphModule, GraphTuneResult, build_graph, tune_graph
 
-__all__ = ["Graph", "GraphError", "Value", "from_onnx", "GraphTask", "Group", "fuse", "partition", "GradientScheduler",
+__all__ = ["examples", "Graph", "GraphError", "Value", "from_onnx", "GraphTask", "Group", "fuse", "partition", "GradientScheduler",
            "RoundRobinScheduler", "TaskState", "GraphModule", "GraphTuneResult", "build_graph", "tune_graph"]

@@ -24,6 +24,7 @@ a model either loads whole or says why not.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .network import Graph, GraphError, Value
@@ -208,14 +209,9 @@ def _read_reshape(node, values: dict, initializers: dict, shapes: dict, refuse) 
     before = shapes[data]
     target = [int(d) for d in initializers[shape]]
     target = [before[n] if d == 0 and n < len(before) else d for n, d in enumerate(target)]  # 0: keep that dim
-    if target.count(-1) == 1:
-        known = 1
-        for d in target:
-            known *= d if d != -1 else 1
-        total = 1
-        for d in before:
-            total *= d
-        target[target.index(-1)] = total // known if known else 0
+    if target.count(-1) == 1:  # -1: what the other dims leave of the element count
+        known = math.prod(d for d in target if d != -1)
+        target[target.index(-1)] = math.prod(before) // known if known else 0
     core = values[data].shape
     after = tuple(target)
     if after[len(after) - len(core):] != core or any(d != 1 for d in after[:len(after) - len(core)]):

@@ -11,25 +11,13 @@ import pytest
 import tuning_db
 from autotune.graph import (Graph, GraphError, GradientScheduler, RoundRobinScheduler, TaskState, build_graph,
                             fuse, partition, tune_graph)
+from autotune.graph.examples import mlp, resnet_block, transformer_block
 from tuning_db import NoTunedConfigWarning
 
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def mlp(layers: int = 4, batch: int = 8, wide: int = 64, narrow: int = 32) -> Graph:
-    """Layers alternating narrow -> wide -> narrow, relu between them."""
-    g = Graph("mlp")
-    h = g.input("x", (batch, narrow))
-    for n in range(layers):
-        n_in, n_out = (narrow, wide) if n % 2 == 0 else (wide, narrow)
-        h = g.dense(h, g.param(f"w{n}", (n_out, n_in)), g.param(f"b{n}", (n_out,)))
-        if n < layers - 1:
-            h = g.relu(h)
-    g.output("y", h)
-    return g
 
 
 def encoder_block(seq: int = 16, d: int = 32, hidden: int = 64) -> Graph:
@@ -167,24 +155,8 @@ def test_an_untuned_network_builds_with_default_schedules_and_says_so(tmp_path):
     np.testing.assert_allclose(net(x=x)["y"], g.run_numpy(x=x)["y"], rtol=1e-4, atol=1e-5)
 
 
-def transformer_block(seq: int = 16, d: int = 32, heads: int = 4, hidden: int = 64) -> Graph:
-    """A pre-norm encoder block: x + attention(ln(x)) projected, then + mlp(ln(.))."""
-    g = Graph("encoder")
-    x = g.input("x", (seq, d))
-
-    def linear(v, n_out, name):
-        return g.dense(v, g.param(f"{name}.w", (n_out, v.shape[1])), g.param(f"{name}.b", (n_out,)))
-
-    n1 = g.layernorm(x, g.param("ln1.g", (d,)), g.param("ln1.b", (d,)))
-    a = g.attention(linear(n1, d, "q"), linear(n1, d, "k"), linear(n1, d, "v"), heads=heads, causal=True)
-    h = g.add(linear(a, d, "o"), x)
-    n2 = g.layernorm(h, g.param("ln2.g", (d,)), g.param("ln2.b", (d,)))
-    g.output("y", g.add(linear(g.gelu(linear(n2, hidden, "fc1")), d, "fc2"), h))
-    return g
-
-
 def test_a_transformer_block_merges_its_projections_and_matches_numpy(tmp_path):
-    g = transformer_block()
+    g = transformer_block(causal=True)
     groups, tasks = partition(g)
     weights = {t.task.workload_name: t.weight for t in tasks}
     assert weights["graph_layernorm"] == 2 and weights["graph_dense_x3"] == 1  # q, k and v: one kernel
@@ -235,25 +207,6 @@ def test_a_merged_group_runs_its_chains_in_one_kernel_and_matches_numpy(tmp_path
     got, want = net(x=xs), g.run_numpy(x=xs)
     for name in "abc":
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
-
-
-def resnet_block(channels: int = 8, size: int = 10) -> Graph:
-    """ResNet's basic block: conv3x3 -> batch norm -> relu -> conv3x3 -> batch norm ->
-    + x -> relu, NCHW, batch 1."""
-    g = Graph("resnet")
-    x = g.input("x", (1, channels, size, size))
-    rng = np.random.default_rng(3)
-
-    def bn(h, name):
-        params = [g.param(f"{name}_{p}", value=v.astype(np.float32)) for p, v in (
-            ("gamma", rng.uniform(0.5, 1.5, channels)), ("beta", rng.uniform(-0.1, 0.1, channels)),
-            ("mean", rng.uniform(-0.1, 0.1, channels)), ("var", rng.uniform(0.5, 1.5, channels)))]
-        return g.batch_norm(h, *params)
-
-    h = g.relu(bn(g.conv2d(x, g.param("w1", (channels, channels, 3, 3)), padding=1), "bn1"))
-    h = bn(g.conv2d(h, g.param("w2", (channels, channels, 3, 3)), padding=1), "bn2")
-    g.output("y", g.relu(g.add(x, h)))  # the residual first: the add still joins the conv's group
-    return g
 
 
 def test_a_resnet_block_fuses_batch_norm_residual_and_relu_into_each_convolution(tmp_path):
