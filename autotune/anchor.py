@@ -397,11 +397,19 @@ def _why_not_pool2d(params: dict) -> str:
     return ""
 
 
+def _winograd_conv2d(p: dict, data: np.ndarray, kernel: np.ndarray) -> Callable[[], object]:
+    """The same convolution, computed directly (oneDNN's or NumPy's, as for conv2d)."""
+    return _conv2d({**p, "stride": 1, "dilation": 1, "layout": "NCHW"}, data, kernel)
+
+
 _NUMPY_EQUIVALENTS = {"matmul": _matmul, "batch_matmul": _matmul, "dense": _dense, "conv2d": _conv2d,
+                      "conv2d_winograd": _winograd_conv2d,
                       "mlp": _mlp, "qkv": _qkv, "attention": _attention, "softmax": _softmax, "layernorm": _layernorm,
                       "depthwise_conv2d": _depthwise_conv2d, "pool2d": _pool2d}
 #: Ops whose only fair equivalent is PyTorch's: no anchor without it.
 _TORCH_ONLY = ("depthwise_conv2d", "pool2d")
+#: Ops anchored on conv2d's anchor (PyTorch where installed), named as such in reports.
+_CONV_ANCHORED = ("conv2d", "conv2d_winograd", *_TORCH_ONLY)
 
 
 def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
@@ -471,7 +479,7 @@ def numpy_workspace_bytes(task) -> int:
     if task.workload_name in ("softmax", "layernorm"):  # one more array like the input, a row statistic
         rows = math.prod(wl.inputs[0].shape) // wl.inputs[0].shape[-1]
         return inputs + outputs + tensor_nbytes(wl.inputs[0]) + rows * itemsize
-    if task.workload_name != "conv2d":
+    if task.workload_name not in ("conv2d", "conv2d_winograd"):
         return inputs + outputs
     data, kernel = wl.inputs[0], wl.inputs[1]
     (out,) = wl.outputs
@@ -609,7 +617,7 @@ class NumpyAnchor:
 
     def label(self, task) -> str:
         """What this anchor runs for ``task``, as reports name it."""
-        return conv2d_anchor_name() if task.workload_name in ("conv2d", *_TORCH_ONLY) else self.name
+        return conv2d_anchor_name() if task.workload_name in _CONV_ANCHORED else self.name
 
     def wants_clean_blas(self, task) -> bool:
         """Whether measuring ``task`` needs the restart without the OpenBLAS overrides."""

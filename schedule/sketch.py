@@ -2,8 +2,8 @@
 
 Following Ansor, every compute stage gets one role, decided from the DAG alone:
 
-    inline       element-wise, not an output, no expensive math (padding, bias add):
-                 substituted into its readers; a multi_level stage may instead have
+    inline       element-wise, not an output, no expensive math, no tensor read at two
+                 indices (padding, bias add): substituted into its readers; a multi_level stage may instead have
                  the ones with a condition (padding) stored before it runs
     multi_level  a reduction with data reuse (some input ignores a spatial axis, as
                  both inputs of matmul or conv2d do): "SSRSRS" tiling. Its output
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import Call, Const, Reduce, Select, TensorRead, Var, post_order, substitute
+from te.expr import Call, Const, Reduce, Select, TensorRead, Var, post_order, structural_equal, substitute
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 from te.dag import topological_order
 
@@ -78,8 +78,21 @@ def _has_expensive_math(op: ComputeOp) -> bool:
     return any(isinstance(n, Call) for n in post_order(op.body))
 
 
+def _reads_a_tensor_twice(op: ComputeOp) -> bool:
+    """Some tensor is read at more than one index (a stencil, Winograd's transforms): inlined,
+    every reader would redo those reads and their arithmetic for each element it reads."""
+    seen: dict = {}
+    for n in post_order(op.body):
+        if isinstance(n, TensorRead):
+            first = seen.setdefault(n.tensor.op, n)
+            if first is not n and not structural_equal(first, n):
+                return True
+    return False
+
+
 def _is_inlinable(op: ComputeOp, outputs: set) -> bool:
-    return op not in outputs and not op.is_reduction and not _has_expensive_math(op)
+    return (op not in outputs and not op.is_reduction and not _has_expensive_math(op)
+            and not _reads_a_tensor_twice(op))
 
 
 def _has_data_reuse(op: ComputeOp, inline_ops: set) -> bool:

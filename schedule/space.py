@@ -433,9 +433,13 @@ def _attach_problem(plan_decisions, names: dict) -> str | None:
     reads an attached stage must run inside the same loop (attached at it or deeper), or
     the values it reads would not exist yet (None: they all can)."""
     level = {plan.op: _attach_level(d) for plan, d in plan_decisions}
+    panels = {getattr(d, "pack", "") for _, d in plan_decisions}
     for plan, d in plan_decisions:
         if not level[plan.op]:
             continue
+        if PACK_PANELS + names[plan.op] in panels:
+            return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but a reader "
+                    f"copies it into panels (pack = {PACK_PANELS}{names[plan.op]}) on its own, outside that loop")
         for reader in plan.readers:
             if reader is not plan.host and level[reader] < level[plan.op]:
                 where = "on its own" if level[reader] == 0 else f"at the host's loop {level[reader]}"

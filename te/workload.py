@@ -278,8 +278,15 @@ def _expr_flops(e: Expr) -> int:
 def flop_count(outputs) -> int:
     """FLOPs to compute ``outputs``: per compute, arithmetic ops per point times points.
 
-    A reduction counts one combine per reduction point (so matmul is 2*M*N*K).
+    A reduction counts one combine per reduction point (so matmul is 2*M*N*K). Outputs
+    whose compute declares ``attrs["flops"]`` count that instead, with everything they
+    read: the FLOPs of the computation they stand for (a Winograd convolution counts the
+    direct convolution's, as TVM and cuDNN report such algorithms, so its GFLOP/s compare
+    with the direct one's).
     """
+    out_ops = [t.op for t in outputs] if isinstance(outputs, (list, tuple)) else [outputs.op]
+    if all(isinstance(op, ComputeOp) and "flops" in op.attrs for op in out_ops):
+        return sum(int(op.attrs["flops"]) for op in out_ops)
     total = 0
     for op in topological_order(outputs):
         if not isinstance(op, ComputeOp):

@@ -180,7 +180,8 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
         lines.append(f"peak:     {peak.describe()}; the best is {100 * share:.0f} % of it")
         if share > 1.0:  # no kernel outruns the FMA loop at the same FLOP count
             lines.append("          above the peak: the kernel skips work the FLOP count includes (a convolution's "
-                         "padding taps), or the machine was busy while the peak was read")
+                         "padding taps; Winograd's products, counted as the direct convolution's), or the machine was "
+                         "busy while the peak was read")
     t = result.timings
     lines.append(
         "time:     " + ", ".join(f"{name} {t.get(key, 0.0):.1f} s" for name, key in (

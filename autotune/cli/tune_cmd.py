@@ -58,6 +58,8 @@ PARAM_TYPES = {
     "eps": (click.FloatRange(min=0, min_open=True), "Added to the variance before the square root."),
     "pool_type": (click.Choice(["max", "avg"]), "Pooling kind."),
     "op": (click.Choice(list(ELEMENTWISE_OPS)), "Element-wise operator."),
+    "tile": (opt.POSITIVE_INT, "Output tile of Winograd's F(m x m, 3 x 3): 2 (2.25x fewer products) "
+                                       "or 4 (4x fewer, more rounding)."),
 }
 
 #: Help of the dtype parameters; their choices are the op's own (``accepted_dtypes``).
@@ -93,6 +95,7 @@ TYPICAL_SIZES = {
     "qkv": dict(M=128, D=768),
     "attention": dict(heads=12, seq=512, dim=64),
     "conv2d_bn_relu": dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3),
+    "conv2d_winograd": dict(N=1, C=64, H=56, W=56, K=64),
 }
 
 #: One example per command, shown in its --help (the README shows the same ones).
@@ -111,6 +114,7 @@ EXAMPLES = {
     "qkv": "autotune qkv -M 128 -D 768 --trials 300",
     "attention": "autotune attention --heads 12 --seq 512 --dim 64 --causal --trials 200",
     "conv2d_bn_relu": "autotune conv2d_bn_relu --N 1 --C 64 --H 56 --W 56 --K 64 --R 3 --S 3 --padding 1 --trials 200",
+    "conv2d_winograd": "autotune conv2d_winograd --N 1 --C 128 --H 28 --W 28 --K 128 --padding 1 --tile 4 --trials 300",
 }
 
 

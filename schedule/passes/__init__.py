@@ -21,6 +21,7 @@ from .promote_accumulators import promote_accumulators, promote_accumulators_pas
 from .remove_unit_loops import remove_unit_loops, remove_unit_loops_pass
 from .share_storage import share_storage, share_storage_pass
 from .simplify_bounds import simplify_bounds, simplify_bounds_pass
+from .specialize_rows import specialize_rows, specialize_rows_pass
 from .split_kernels import split_kernels, split_kernels_pass
 from .tail_bounds import guards_to_bounds, tail_bounds_pass
 from .verify import IRVerifyError, verify, verify_pass
@@ -31,6 +32,7 @@ from .virtual_threads import inject_virtual_threads, inject_virtual_threads_pass
 CPU_PIPELINE: list[Pass] = [
     remove_unit_loops_pass,     # a loop of one iteration is no loop: its variable becomes 0
     simplify_bounds_pass,       # loop ranges undo split/fuse div-mod and drop guards they decide
+    specialize_rows_pass,       # a short loop choosing a select's branch: one copy per iteration
     tail_bounds_pass,           # a tail guard shared by a loop's body becomes its bound (branch-free)
     promote_accumulators_pass,  # a small accumulator tile stays in registers across reduce loops
     share_storage_pass,         # root buffers of disjoint lifetimes share memory
@@ -98,5 +100,6 @@ __all__ = [
     "IRVerifyError", "Loop", "Pass", "PassContext", "StmtMutator", "StmtVisitor", "THREAD_TAGS", "VTHREAD",
     "constant_trip_loops", "guards_to_bounds", "inject_virtual_threads", "insert_barriers", "launch_dims",
     "lower_gpu", "lowering_pass", "missing_barriers", "pipeline", "print_section", "promote_accumulators",
-    "remove_unit_loops", "run", "share_storage", "simplify_bounds", "split_kernels", "tracer", "verify", "verify_kernel",
+    "remove_unit_loops", "run", "share_storage", "simplify_bounds", "specialize_rows", "split_kernels", "tracer", "verify",
+    "verify_kernel",
 ]

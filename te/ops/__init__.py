@@ -8,7 +8,7 @@ Plain functions build output tensors from given input tensors::
 
 Importing this package also registers one workload per op (``te.create_workload(name,
 **params)``): matmul, batch_matmul, dense, conv2d, depthwise_conv2d, softmax, pool2d,
-elementwise, elementwise_chain, and the multi-stage blocks layernorm, mlp, qkv, attention
+elementwise, elementwise_chain, conv2d_winograd (``winograd``), and the multi-stage blocks layernorm, mlp, qkv, attention
 and conv2d_bn_relu (``blocks``). Workload parameters are JSON-able (ints, strings, bools,
 lists) and each workload returns ``[inputs..., outputs...]``.
 
@@ -21,9 +21,10 @@ from .conv import conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw, pad
 from .elementwise import ELEMENTWISE_OPS, add, exp, mul, relu, sigmoid, sub, tanh
 from .linalg import batch_matmul, dense, matmul
 from .nn import pool2d, softmax
+from .winograd import conv2d_winograd_nchw
 
 __all__ = [
     "ELEMENTWISE_OPS", "add", "attention", "batch_matmul", "conv2d_bn_relu", "conv2d_nchw",
-    "conv2d_nhwc", "dense", "depthwise_conv2d_nchw", "exp", "gelu", "layer_norm", "matmul", "mlp",
+    "conv2d_nhwc", "conv2d_winograd_nchw", "dense", "depthwise_conv2d_nchw", "exp", "gelu", "layer_norm", "matmul", "mlp",
     "mul", "pad", "pool2d", "qkv", "relu", "sigmoid", "softmax", "sub", "tanh",
 ]

@@ -1,0 +1,98 @@
+"""Winograd convolutions in the CPU space: transforms stored (not inlined into the matrix
+products, which would redo them for every product), the products tiled as a batched GEMM,
+and the transforms' rows specialized in the loop nest (``passes.specialize_rows``)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import schedule
+import te
+from autotune.task import Task
+from schedule import ir
+from schedule.config import Config
+from schedule.passes.ir_tools import stmt_exprs
+from schedule.sketch import INLINE, MULTI_LEVEL, SIMPLE, derive_sketch
+from te.expr import Select, post_order
+from te.ops.winograd import _by_row, TRANSFORMS
+
+from sched_helpers import check, workload
+from test_space import _check_sampled
+
+
+def _selects(func) -> int:
+    return sum(isinstance(n, Select) for e in stmt_exprs(func.body) for n in post_order(e))
+
+
+def test_transforms_are_stored_and_the_products_are_one_batched_gemm():
+    wl = te.create_workload("conv2d_winograd", N=1, C=8, H=10, W=10, K=8, padding=1, tile=4)
+    roles = {p.op.name: p.role for p in derive_sketch(wl.outputs).plans}
+    assert roles == {"kernel_transform_rows": SIMPLE, "kernel_transform": SIMPLE, "pad": INLINE,
+                     "input_transform_rows": SIMPLE, "input_transform": SIMPLE, "winograd_gemm": MULTI_LEVEL,
+                     "output_transform_cols": SIMPLE, "conv2d": SIMPLE}
+
+
+def test_a_stencil_is_stored_where_a_pure_element_wise_stage_is_inlined():
+    X = te.placeholder((16, 18), "float32", "X")
+    W = te.placeholder((8, 16), "float32", "W")
+    blur = te.compute((16, 16), lambda i, j: X[i, j] + X[i, j + 2], name="blur")
+    scaled = te.compute((16, 16), lambda i, j: X[i, j] * 2.0, name="scaled")
+    k = te.reduce_axis((0, 16), "k")
+    Y = te.compute((8, 16), lambda i, j: te.sum(W[i, k] * (blur[k, j] + scaled[k, j]), axis=k), name="Y")
+    roles = {p.op.name: p.role for p in derive_sketch([Y]).plans}
+    assert roles["blur"] == SIMPLE and roles["scaled"] == INLINE
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_sampled_winograd_configs_match_the_reference(tile):
+    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=tile), target="cpu:avx512")
+    _check_sampled(None, count=10, seed=tile, task=task)
+
+
+def test_a_config_attaching_a_stage_its_reader_packs_into_panels_is_invalid():
+    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=4), target="cpu:avx512")
+    space = task.space
+    config = space.sample(random.Random(0))
+    values = dict(config.values, **{"input_transform.attach": 1, "winograd_gemm.pack": "panels:input_transform"})
+    problem = space.check(Config(config.sketch, values))
+    assert problem is not None and "panels" in problem
+
+
+def _row_chain(vectorize: bool):
+    """Y[r, j] = (B^T of F(4, 3))[r, :] . X[:, j], a select chain over the row r."""
+    BT = TRANSFORMS[4][0]
+    X = te.placeholder((6, 40), "float32", "X")
+    Y = te.compute((6, 40), lambda r, j: _by_row(BT, r, lambda i: X[i, j], "float32"), name="Y")
+    s = schedule.create_schedule(Y)
+    if vectorize:
+        r, j = s[Y].op.axis
+        s[Y].reorder(j, r)
+        s[Y].vectorize(r)
+    return s, workload([X, Y])
+
+
+def test_a_short_loop_choosing_a_row_is_copied_out_per_row_and_still_matches():
+    s, wl = _row_chain(vectorize=False)
+    module = check(s, wl)
+    assert _selects(module.func) == 0
+    without = schedule.lower(s, wl.args, pipeline=[p for p in schedule.passes.pipeline("cpu")
+                                                   if p.name != "specialize_rows"])
+    assert _selects(without) > 0
+    rows = [n for n in ir.walk(without.body) if isinstance(n, ir.For) and n.var.name.startswith("r")]
+    assert rows and not [n for n in ir.walk(module.func.body) if isinstance(n, ir.For) and n.var.name.startswith("r")]
+
+
+def test_a_vectorized_row_loop_is_left_alone():
+    s, wl = _row_chain(vectorize=True)
+    module = check(s, wl)
+    assert _selects(module.func) > 0
+
+
+def test_loops_bounding_padding_are_not_copied():
+    wl = te.create_workload("conv2d", N=1, C=3, H=8, W=8, K=4, R=3, S=3, padding=1)
+    s = schedule.create_schedule(wl.outputs)
+    full = schedule.lower(s, wl.args)
+    without = schedule.lower(s, wl.args, pipeline=[p for p in schedule.passes.pipeline("cpu")
+                                                   if p.name != "specialize_rows"])
+    assert str(full) == str(without)
