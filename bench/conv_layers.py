@@ -3,6 +3,7 @@ in a fresh process against the best reference installed and the machine's measur
 
     python bench/conv_layers.py                       # the six layers, 500 trials each
     python bench/conv_layers.py --trials 200 --only 3x3_64_56
+    python bench/conv_layers.py --algorithm direct winograd2 winograd4 --only 3x3_128_28 3x3_256_14
     AUTOTUNE_CONV2D_ANCHOR=numpy python bench/conv_layers.py   # NumPy's im2col as the anchor
 
 Each layer runs ``autotune conv2d ... --trials N --seed S`` into a database of its own. A new
@@ -14,6 +15,10 @@ im2col + matmul, a weak baseline. The peak is the FMA throughput of every core, 
 this process before the first layer and after each one (``autotune.peak``); the highest
 reading is the peak (load on the machine only ever lowers a reading), and each row's share
 is of the highest so far, the summary's of the highest of all.
+
+``--algorithm`` tunes each layer once per algorithm: ``direct`` (``autotune conv2d``) or
+Winograd's F(2, 3) or F(4, 3) (``autotune conv2d_winograd --tile 2|4``; 3x3 stride-1 layers
+only, the others are skipped). A Winograd figure counts the direct convolution's FLOPs.
 
 Goals (issue: convolutions at the speed of the best): median >= 70 % of peak over the six,
 none below 50 %; >= 0.8x oneDNN median.
@@ -43,12 +48,29 @@ LAYERS = {
 }
 
 
+#: algorithm -> (workload, its parameters from a conv2d layer's, or None where it does not apply).
+ALGORITHMS = {
+    "direct": lambda p: ("conv2d", p),
+    "winograd2": lambda p: _winograd(p, 2),
+    "winograd4": lambda p: _winograd(p, 4),
+}
+
+
+def _winograd(params: dict, tile: int):
+    if (params["R"], params["S"], params.get("stride", 1)) != (3, 3, 1):
+        return None
+    kept = {k: params[k] for k in ("N", "C", "H", "W", "K", "padding")}
+    return "conv2d_winograd", dict(kept, tile=tile)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", choices=sorted(LAYERS), help="these layers only")
     parser.add_argument("--keep", type=Path, help="keep each layer's database in this folder")
+    parser.add_argument("--algorithm", nargs="+", choices=sorted(ALGORITHMS), default=["direct"],
+                        help="how each layer is computed (several: one row per layer and algorithm)")
     args = parser.parse_args()
     reexec_without_blas_overrides()
 
@@ -70,11 +92,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            params = LAYERS[name]
-            db = folder / f"{name}.db"
-            _, cli_ours, cli_anchor, wall = tune("conv2d", params, args.trials, args.seed, 5, db, env)
-            ours, theirs, ratio, slowest, fastest = retime_in_fresh_process("conv2d", params, db, env)
+        for name, algorithm in [(n, a) for n in names for a in args.algorithm]:
+            workload = ALGORITHMS[algorithm](LAYERS[name])
+            if workload is None:
+                print(f"| {name} ({algorithm}: not a 3x3 stride-1 layer) | | | | | | |")
+                continue
+            op, params = workload
+            if len(args.algorithm) > 1:
+                name = f"{name} {algorithm}"
+            db = folder / f"{name.replace(' ', '_')}.db"
+            _, cli_ours, cli_anchor, wall = tune(op, params, args.trials, args.seed, 5, db, env)
+            ours, theirs, ratio, slowest, fastest = retime_in_fresh_process(op, params, db, env)
             again = measure_cpu_peak(facts)
             peak = again if again.gflops > peak.gflops else peak
             share = ours / peak.gflops

@@ -13,6 +13,10 @@ Following Ansor, every compute stage gets one role, decided from the DAG alone:
     fused        the element-wise consumer that owns a multi_level stage's tiles
     simple       everything else (element-wise outputs, reductions without reuse):
                  outer loops fused and parallel, inner spatial loop vectorized
+    precomputed  (CPU) a simple stage computed from one constant input (a placeholder
+                 some stage declares layout-free) and nothing else: Winograd's kernel
+                 transform. Computed once, at build time (``Schedule.precompute``); the
+                 kernel reads its result
 
 A simple stage that is not an output and whose results all flow into one simple
 element-wise stage (its *host*: softmax's max, exp and sum flow into the division,
@@ -42,6 +46,7 @@ INLINE = "inline"
 MULTI_LEVEL = "multi_level"
 FUSED = "fused"
 SIMPLE = "simple"
+PRECOMPUTED = "precomputed"
 
 
 @dataclass
@@ -159,8 +164,27 @@ def _reads_identity(reader: ComputeOp, op: ComputeOp, inline_ops: set) -> bool:
     return bool(reads) and all(list(r.indices) == axes for r in reads)
 
 
-def derive_sketch(outputs: list[Tensor]) -> Sketch:
-    """The CPU sketch of the DAG behind ``outputs``."""
+def _constant_source(op: ComputeOp, constants: set, out_ops: set) -> bool:
+    """Whether ``op`` is computed, through stages that are no outputs, from exactly one
+    placeholder, and that one among ``constants``."""
+    sources, todo, seen = set(), [op], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if isinstance(current, PlaceholderOp):
+            sources.add(current)
+        elif current in out_ops:
+            return False
+        else:
+            todo.extend(t.op for t in current.input_tensors)
+    return len(sources) == 1 and next(iter(sources)).name in constants
+
+
+def derive_sketch(outputs: list[Tensor], precompute: bool = True) -> Sketch:
+    """The CPU sketch of the DAG behind ``outputs``; ``precompute=False`` gives no stage the
+    precomputed role (targets that cannot run code at build time)."""
     ops = [op for op in topological_order(outputs) if isinstance(op, ComputeOp)]
     out_ops = {t.op for t in outputs}
     inline_ops = {op for op in ops if _is_inlinable(op, out_ops)}
@@ -182,6 +206,11 @@ def derive_sketch(outputs: list[Tensor]) -> Sketch:
         if plan.op in owners.values():
             plan.role = FUSED
             plan.produces = next(p for p, o in owners.items() if o is plan.op)
+    if precompute:
+        constants = {name for op in ops for name in op.attrs.get("layout_free_placeholders", ())}
+        for plan in sketch.plans:
+            if plan.role == SIMPLE and plan.op not in out_ops and _constant_source(plan.op, constants, out_ops):
+                plan.role = PRECOMPUTED
     _find_hosts(sketch, ops, inline_ops, out_ops)
     _find_siblings(sketch)
     return sketch

@@ -30,7 +30,7 @@ from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIM
                         PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST,
                         MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
                         StageLayout, decode_config)
-from .sketch import FUSED, INLINE, MULTI_LEVEL, SIMPLE, Sketch, StagePlan, derive_sketch
+from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
 SKETCH_VERSION = "cpu-v1"
@@ -123,6 +123,8 @@ class ConfigSpace(SearchSpace):
     registers: RegisterFile = RegisterFile()
 
     sketch_version: ClassVar[str] = SKETCH_VERSION
+    #: Whether stages computed from constant weights alone run once, at build time.
+    precomputes: ClassVar[bool] = True
 
     @classmethod
     def from_workload(cls, workload, target="cpu") -> "ConfigSpace":
@@ -142,7 +144,7 @@ class ConfigSpace(SearchSpace):
         if space_class is not cls and issubclass(space_class, cls):
             return space_class.from_tensors(inputs, outputs, target)
         outputs = list(outputs)
-        sketch = derive_sketch(outputs)
+        sketch = derive_sketch(outputs, precompute=cls.precomputes)
         names = _unique_names([p.op for p in sketch.plans])
         knobs: list[Knob] = []
         for plan in sketch.plans:
@@ -224,6 +226,8 @@ class ConfigSpace(SearchSpace):
             return f"{plan.name}: owns the tiles of {plan.produces.name} (epilogue fused at its a/b loops)"
         if plan.role == INLINE:
             return f"{plan.name}: inlined into its readers"
+        if plan.role == PRECOMPUTED:
+            return f"{plan.name}: computed once, at build time, from constant weights"
         kind = "reduction" if plan.op.is_reduction else "element-wise"
         where = f"; or computed at an outer loop of {plan.host.name}" if plan.host is not None else ""
         return f"{plan.name}: simple {kind} (parallel outer loops, vectorized inner loop{where})"
@@ -329,6 +333,8 @@ class ConfigSpace(SearchSpace):
         if reason is not None:
             raise ConfigError(f"invalid config: {reason}")
         s = create_schedule(self.outputs)
+        for op in self._precomputed_results:
+            s.precompute(op.output(0))
         plan_decisions = self._plan_decisions(config)
         stored = _stored_producers(plan_decisions)
         for plan in self.sketch.plans:
@@ -357,6 +363,13 @@ class ConfigSpace(SearchSpace):
             else:
                 _apply_attached(s, plan, loop)
         return s, self.args
+
+    @functools.cached_property
+    def _precomputed_results(self) -> tuple:
+        """The precomputed stages a stage of the kernel reads (each brings what it reads)."""
+        pre = {p.op for p in self.sketch.plans if p.role == PRECOMPUTED}
+        read = {t.op for p in self.sketch.plans if p.op not in pre for t in p.op.input_tensors}
+        return tuple(p.op for p in self.sketch.plans if p.op in pre and p.op in read)
 
     def starting_points(self, rng) -> list[Config]:
         """Micro-kernel-shaped configs (``schedule.starting_points``): where a search begins."""
@@ -389,6 +402,8 @@ class ConfigSpace(SearchSpace):
             elif plan.role == INLINE:
                 how = "computed on its own, in parallel, before its readers" if plan.op in stored else "inlined"
                 lines.append(f"{self.names[plan.op]}: {how}")
+            elif plan.role == PRECOMPUTED:
+                lines.append(f"{self.names[plan.op]}: computed once, at build time")
         return "\n".join(lines)
 
     @staticmethod

@@ -93,6 +93,7 @@ class GPUConfigSpace(ConfigSpace):
     limits: GPULimits = field(default_factory=GPULimits)
 
     sketch_version: ClassVar[str] = SKETCH_VERSION
+    precomputes: ClassVar[bool] = False  # the GPU pipeline runs nothing at build time
 
     @classmethod
     def from_tensors(cls, inputs, outputs, target: str = "cuda") -> "GPUConfigSpace":

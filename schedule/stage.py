@@ -542,6 +542,59 @@ class Schedule:
         self.layout_rewrites[tensor.op] = LayoutRewrite(tensor, packed, packing)
         return packed
 
+    def precompute(self, tensor: Tensor) -> Tensor:
+        """Compute ``tensor`` once, before the kernel runs, rather than on every call: the
+        stages behind it (itself and every stage it reads) leave the kernel, and its readers
+        read a new placeholder of the same name instead. For a tensor computed from
+        constant weights alone, as Winograd's kernel transform is (TVM folds the same
+        transform into the weights at build time). Returns the new placeholder.
+
+        The stages behind ``tensor`` must read exactly one input, which no other stage reads,
+        and no other stage may read them: the kernel no longer receives that input as laid
+        out. As with ``rewrite_layout``, a function lowered from this schedule lists the
+        input among its arguments, its parameter there is the precomputed tensor, and its
+        ``prepacks`` hold the function computing it from the input.
+        """
+        stage = self[tensor]
+        if stage.is_output:
+            raise ScheduleError(f"precompute: {tensor.name!r} is an output of the schedule")
+        group, sources, todo = [], [], [tensor]
+        while todo:
+            t = todo.pop()
+            producer = self.stage_of(t)
+            if producer is None:
+                if t.op not in [x.op for x in sources]:
+                    sources.append(t)
+            elif producer not in group:
+                group.append(producer)
+                todo.extend(producer.op.input_tensors)
+        if len(sources) != 1:
+            names = ", ".join(sorted(t.name for t in sources))
+            raise ScheduleError(f"precompute: {tensor.name!r} is computed from {names}; it must be computed from "
+                                f"exactly one input")
+        (source,) = sources
+        if source.op in self.layout_rewrites or source.op in [rw.packed.op for rw in self.layout_rewrites.values()]:
+            raise ScheduleError(f"precompute: {source.name!r} is packed or precomputed already")
+        for other in self.stages:
+            if other in group or other.attach == "inline":
+                continue
+            read = {t.op for t in other.op.input_tensors}
+            if source.op in read:
+                raise ScheduleError(f"precompute: stage {other.name!r} also reads {source.name!r}, which the "
+                                    f"kernel no longer receives")
+            inner = [g.name for g in group if g is not stage and g.op in read]
+            if inner:
+                raise ScheduleError(f"precompute: stage {other.name!r} reads {', '.join(inner)}, computed "
+                                    f"before the kernel runs with {tensor.name!r}")
+        packed = placeholder(tensor.shape, tensor.dtype, tensor.name)
+        for reader in [st for st in self.stages if st not in group and tensor.op in [t.op for t in st.op.input_tensors]]:
+            self._replace_reads(reader, tensor, packed)
+        for g in group:
+            self.stages.remove(g)
+            del self._by_op[g.op]
+        self.layout_rewrites[source.op] = LayoutRewrite(source, packed, tensor)
+        return packed
+
     def _panel_readers(self, primitive: str, tensor: Tensor, dim: int, width: int, readers) -> list[Stage]:
         reader_stages = [self[r] for r in (readers if isinstance(readers, (list, tuple)) else [readers])]
         if not reader_stages:

@@ -13,11 +13,11 @@ from autotune.task import Task
 from schedule import ir
 from schedule.config import Config
 from schedule.passes.ir_tools import stmt_exprs
-from schedule.sketch import INLINE, MULTI_LEVEL, SIMPLE, derive_sketch
+from schedule.sketch import INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, derive_sketch
 from te.expr import Select, post_order
 from te.ops.winograd import _by_row, TRANSFORMS
 
-from sched_helpers import check, workload
+from sched_helpers import check, tensor, workload
 from test_space import _check_sampled
 
 
@@ -25,12 +25,48 @@ def _selects(func) -> int:
     return sum(isinstance(n, Select) for e in stmt_exprs(func.body) for n in post_order(e))
 
 
-def test_transforms_are_stored_and_the_products_are_one_batched_gemm():
-    wl = te.create_workload("conv2d_winograd", N=1, C=8, H=10, W=10, K=8, padding=1, tile=4)
+def _winograd(**params):
+    return te.create_workload("conv2d_winograd", **{**dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=4), **params})
+
+
+def test_transforms_are_stored_the_kernels_precomputed_and_the_products_one_batched_gemm():
+    wl = _winograd()
     roles = {p.op.name: p.role for p in derive_sketch(wl.outputs).plans}
-    assert roles == {"kernel_transform_rows": SIMPLE, "kernel_transform": SIMPLE, "pad": INLINE,
+    assert roles == {"kernel_transform_rows": PRECOMPUTED, "kernel_transform": PRECOMPUTED, "pad": INLINE,
                      "input_transform_rows": SIMPLE, "input_transform": SIMPLE, "winograd_gemm": MULTI_LEVEL,
                      "output_transform_cols": SIMPLE, "conv2d": SIMPLE}
+    # A target that runs nothing at build time (the GPU) computes the kernel's transform per call.
+    roles = {p.op.name: p.role for p in derive_sketch(wl.outputs, precompute=False).plans}
+    assert roles["kernel_transform"] == SIMPLE
+
+
+def test_every_config_reads_the_kernel_transform_packed_at_build_time():
+    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=2), target="cpu:avx512")
+    func = task.lower(task.space.sample(random.Random(3)))
+    assert [b.name for b in func.user_params] == ["data", "kernel", "conv2d"]
+    assert [b.name for b in func.params] == ["data", "kernel_transform", "conv2d"]
+    assert func.params[1].shape == (4, 4, 7, 5)
+    (prepack,) = func.prepacks
+    assert prepack.source.name == "kernel"
+    names = {b.name for n in ir.walk(func.body) if isinstance(n, ir.Allocate) for b in [n.buffer]}
+    assert not {"kernel_transform", "kernel_transform_rows"} & names
+
+
+def test_precompute_by_hand_matches_and_refuses_what_it_cannot_do():
+    wl = _winograd()
+    s = schedule.create_schedule(wl.outputs)
+    packed = s.precompute(tensor(wl, "kernel_transform"))
+    assert packed.name == "kernel_transform" and "kernel_transform_rows" not in [st.name for st in s.stages]
+    check(s, wl)
+    s = schedule.create_schedule(wl.outputs)
+    with pytest.raises(schedule.ScheduleError, match="computed from data, kernel"):
+        s.precompute(tensor(wl, "winograd_gemm"))
+    with pytest.raises(schedule.ScheduleError, match="is an output"):
+        s.precompute(wl.outputs[0])
+    s.precompute(tensor(wl, "kernel_transform_rows"))  # only the first pass; the second runs per call
+    with pytest.raises(schedule.ScheduleError, match="packed or precomputed already"):
+        s.precompute(tensor(wl, "kernel_transform"))
+    check(s, wl)
 
 
 def test_a_stencil_is_stored_where_a_pure_element_wise_stage_is_inlined():
