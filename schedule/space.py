@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from te import dtypes
-from te.expr import TensorRead, free_vars, post_order
+from te.expr import Compare, Select, TensorRead, Var, free_vars, post_order
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
@@ -30,6 +30,7 @@ from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIM
                         PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST,
                         MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
                         StageLayout, decode_config)
+from .passes.specialize_rows import MAX_COPIES
 from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
@@ -542,9 +543,11 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             vector=(VECTOR_LAST, *(op.axis[v].name for v in others)) if others else None,
             siblings=tuple(range(len(op.axis) + 1)) if plan.siblings else None)
     if plan.role == SIMPLE:
+        rows = row_axes(op)
         return CPU_SIMPLE.knobs(
             name, op,
-            tiles=[factor_candidates(iv.extent, 4 * lanes if n == last else 64) for n, iv in enumerate(op.axis)],
+            tiles=[(iv.extent,) if n in rows else factor_candidates(iv.extent, 4 * lanes if n == last else 64)
+                   for n, iv in enumerate(op.axis)],
             parallel=parallel, order=(REDUCE_INNER, REDUCE_OUTER) if op.is_reduction else None,
             attach=_attach_candidates(plan))
     return []
@@ -568,6 +571,17 @@ def _attach_candidates(plan: StagePlan) -> tuple[int, ...] | None:
 #: Compute attribute naming the inputs whose layout the schedule may choose, because their
 #: values are fixed before the kernel runs (weights): TVM's ``layout_free_placeholders``.
 LAYOUT_FREE = "layout_free_placeholders"
+
+
+def row_axes(op: ComputeOp) -> set[int]:
+    """Axes (not the last) of at most ``MAX_COPIES`` iterations whose variable picks a branch
+    of a select by equality: the row of a constant matrix written into the body
+    (``te.ops.winograd``). Such an axis is not split: its loop stays whole, so lowering copies
+    it out per row (``passes.specialize_rows``) instead of choosing the row per element."""
+    chosen = {v for n in post_order(op.body) if isinstance(n, Select)
+              for c in post_order(n.cond) if isinstance(c, Compare) and c.op == "eq"
+              for v in post_order(c) if isinstance(v, Var)}
+    return {n for n, iv in enumerate(op.axis[:-1]) if iv.var in chosen and iv.extent <= MAX_COPIES}
 
 
 def layout_free_inputs(op: ComputeOp) -> tuple[str, ...]:

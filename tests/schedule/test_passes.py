@@ -131,9 +131,9 @@ def test_each_pipeline_is_a_list_of_named_passes(name):
 
 def test_pipeline_names_and_order():
     assert [p.name for p in passes.pipeline("cpu")] == [
-        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "share_storage", "verify"]
+        "remove_unit_loops", "simplify_bounds", "specialize_rows", "tail_bounds", "promote_accumulators", "share_storage", "verify"]
     assert [p.name for p in passes.pipeline("gpu")] == [
-        "remove_unit_loops", "simplify_bounds", "tail_bounds", "promote_accumulators", "share_storage", "verify",
+        "remove_unit_loops", "simplify_bounds", "specialize_rows", "tail_bounds", "promote_accumulators", "share_storage", "verify",
         "split_kernels", "constant_trip_loops", "inject_virtual_threads", "insert_barriers", "launch_dims",
         "verify_kernel"]
     with pytest.raises(ValueError, match="unknown pipeline"):
@@ -151,7 +151,7 @@ def test_every_cpu_pass_keeps_the_ir_valid():
 def test_lower_with_an_explicit_list_runs_just_those_passes():
     built = schedule.lower(*_tiled_matmul(), pipeline=[])
     assert any(isinstance(n, ir.IfThenElse) for n in ir.walk(built.body))  # tail guards, not yet bounds
-    bounded = schedule.lower(*_tiled_matmul(), pipeline=passes.pipeline("cpu")[:3])
+    bounded = schedule.lower(*_tiled_matmul(), pipeline=passes.pipeline("cpu")[:4])
     assert str(bounded) != str(built)
 
 

@@ -19,6 +19,7 @@ SMALL = {
     "batch_matmul": dict(B=2, M=3, N=4, K=5),
     "conv2d": dict(N=1, C=2, H=6, W=6, K=3, R=3, S=3, padding=1),
     "conv2d_bn_relu": dict(N=1, C=2, H=6, W=6, K=3, R=3, S=3, padding=1),
+    "conv2d_winograd": dict(N=1, C=2, H=6, W=5, K=3, padding=1, tile=2),
     "dense": dict(M=3, N=4, K=5, bias=True, relu=True),
     "depthwise_conv2d": dict(N=1, C=2, H=6, W=6, R=3, S=3, padding=1),
     "elementwise": dict(op="sigmoid", shape=[4, 3]),
