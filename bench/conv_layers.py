@@ -3,7 +3,7 @@ in a fresh process against the best reference installed and the machine's measur
 
     python bench/conv_layers.py                       # the six layers, 500 trials each
     python bench/conv_layers.py --trials 200 --only 3x3_64_56
-    python bench/conv_layers.py --algorithm direct winograd2 winograd4 --only 3x3_128_28 3x3_256_14
+    python bench/conv_layers.py --algorithm conv2d winograd4 --only 3x3_128_28 3x3_256_14
     AUTOTUNE_CONV2D_ANCHOR=numpy python bench/conv_layers.py   # NumPy's im2col as the anchor
 
 Each layer runs ``autotune conv2d ... --trials N --seed S`` into a database of its own. A new
@@ -16,9 +16,11 @@ this process before the first layer and after each one (``autotune.peak``); the 
 reading is the peak (load on the machine only ever lowers a reading), and each row's share
 is of the highest so far, the summary's of the highest of all.
 
-``--algorithm`` tunes each layer once per algorithm: ``direct`` (``autotune conv2d``) or
-Winograd's F(2, 3) or F(4, 3) (``autotune conv2d_winograd --tile 2|4``; 3x3 stride-1 layers
-only, the others are skipped). A Winograd figure counts the direct convolution's FLOPs.
+``--algorithm`` tunes each layer once per entry: ``conv2d`` (``autotune conv2d``, whose space
+chooses between the direct convolution and, for 3x3 stride-1 layers, Winograd's; the
+"algorithm" column says which won) or Winograd's F(2, 3) or F(4, 3) alone (``autotune
+conv2d_winograd --tile 2|4``; 3x3 stride-1 layers only, the others are skipped). A Winograd
+figure counts the direct convolution's FLOPs.
 
 Goals (issue: convolutions at the speed of the best): median >= 70 % of peak over the six,
 none below 50 %; >= 0.8x oneDNN median.
@@ -50,7 +52,7 @@ LAYERS = {
 
 #: algorithm -> (workload, its parameters from a conv2d layer's, or None where it does not apply).
 ALGORITHMS = {
-    "direct": lambda p: ("conv2d", p),
+    "conv2d": lambda p: ("conv2d", p),
     "winograd2": lambda p: _winograd(p, 2),
     "winograd4": lambda p: _winograd(p, 4),
 }
@@ -63,13 +65,27 @@ def _winograd(params: dict, tile: int):
     return "conv2d_winograd", dict(kept, tile=tile)
 
 
+def winning_algorithm(op: str, params: dict, db: Path) -> str:
+    """How the stored best of ``op`` computes it (``schedule.alternatives``)."""
+    import autotune
+    import tuning_db
+    from autotune.dispatch import best_config
+
+    task = autotune.Task(op, params, target="cpu")
+    with tuning_db.Database(db, create=False) as opened:
+        config, _ = best_config(task, opened)
+    if op == "conv2d_winograd":
+        return f"winograd{params['tile']}"
+    return task.space.algorithm(config) if hasattr(task.space, "algorithm") else "direct"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", choices=sorted(LAYERS), help="these layers only")
     parser.add_argument("--keep", type=Path, help="keep each layer's database in this folder")
-    parser.add_argument("--algorithm", nargs="+", choices=sorted(ALGORITHMS), default=["direct"],
+    parser.add_argument("--algorithm", nargs="+", choices=sorted(ALGORITHMS), default=["conv2d"],
                         help="how each layer is computed (several: one row per layer and algorithm)")
     args = parser.parse_args()
     reexec_without_blas_overrides()
@@ -84,9 +100,9 @@ def main() -> None:
     print(f"# CPU: {facts.model}, {facts.isa}, {facts.cores} cores; peak {peak.describe()}")
     print(f"# anchor: {conv2d_anchor_name()}; NumPy: {blas_description()}")
     env = fresh_process_env()
-    print("| layer | CLI GFLOP/s (ours / anchor) | re-timed GFLOP/s (ours / anchor) | ours, slowest-fastest round "
-          "| % of peak | vs anchor | tuning wall |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| layer | algorithm | CLI GFLOP/s (ours / anchor) | re-timed GFLOP/s (ours / anchor) | ours, "
+          "slowest-fastest round | % of peak | vs anchor | tuning wall |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     figures, ratios = [], []
     names = args.only or list(LAYERS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,7 +111,7 @@ def main() -> None:
         for name, algorithm in [(n, a) for n in names for a in args.algorithm]:
             workload = ALGORITHMS[algorithm](LAYERS[name])
             if workload is None:
-                print(f"| {name} ({algorithm}: not a 3x3 stride-1 layer) | | | | | | |")
+                print(f"| {name} | {algorithm}: not a 3x3 stride-1 layer | | | | | | |")
                 continue
             op, params = workload
             if len(args.algorithm) > 1:
@@ -103,12 +119,13 @@ def main() -> None:
             db = folder / f"{name.replace(' ', '_')}.db"
             _, cli_ours, cli_anchor, wall = tune(op, params, args.trials, args.seed, 5, db, env)
             ours, theirs, ratio, slowest, fastest = retime_in_fresh_process(op, params, db, env)
+            won = winning_algorithm(op, params, db)
             again = measure_cpu_peak(facts)
             peak = again if again.gflops > peak.gflops else peak
             share = ours / peak.gflops
             figures.append(ours)
             ratios.append(ratio)
-            print(f"| {name} | {cli_ours:.1f} / {cli_anchor:.1f} | {ours:.1f} / {theirs:.1f} | "
+            print(f"| {name} | {won} | {cli_ours:.1f} / {cli_anchor:.1f} | {ours:.1f} / {theirs:.1f} | "
                   f"{slowest:.0f}-{fastest:.0f} | {100 * share:.0f} % | {ratio:.2f}x | {wall:.0f} s |", flush=True)
     shares = [ours / peak.gflops for ours in figures]
     print(f"peak (highest reading): {peak.describe()}")

@@ -126,6 +126,8 @@ class ConfigSpace(SearchSpace):
     sketch_version: ClassVar[str] = SKETCH_VERSION
     #: Whether stages computed from constant weights alone run once, at build time.
     precomputes: ClassVar[bool] = True
+    #: Whether the space also holds other algorithms for the DAG (``schedule.alternatives``).
+    offers_alternatives: ClassVar[bool] = True
 
     @classmethod
     def from_workload(cls, workload, target="cpu") -> "ConfigSpace":
@@ -153,6 +155,13 @@ class ConfigSpace(SearchSpace):
         space = cls(list(inputs), outputs, sketch, KnobSet(cls.sketch_version, tuple(knobs)), names,
                     **kind.space_options(target))
         space.target = target  # the Target this space was derived for
+        if cls.offers_alternatives:
+            from .alternatives import AlternativesSpace, alternatives
+
+            others = alternatives(outputs)
+            if others:
+                space = AlternativesSpace.around(space, {name: cls.from_tensors(inputs, outs, target)
+                                                         for name, outs in others.items()})
         return space
 
     @property

@@ -94,6 +94,7 @@ class GPUConfigSpace(ConfigSpace):
 
     sketch_version: ClassVar[str] = SKETCH_VERSION
     precomputes: ClassVar[bool] = False  # the GPU pipeline runs nothing at build time
+    offers_alternatives: ClassVar[bool] = False  # Winograd's transforms have no GPU rules yet
 
     @classmethod
     def from_tensors(cls, inputs, outputs, target: str = "cuda") -> "GPUConfigSpace":

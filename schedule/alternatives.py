@@ -1,0 +1,240 @@
+"""Algorithms a space chooses among: other DAGs that compute what a workload's DAG computes.
+
+A space is derived from one DAG. An algorithm that computes the same result another way,
+Winograd's convolution for a 3x3 stride-1 one, is another DAG with the same inputs and the
+same output. ``alternatives(outputs)`` finds such DAGs by rule, and ``AlternativesSpace``
+holds the DAG's own space with one space per alternative behind a knob ``algorithm``
+("direct": the DAG as written). A config of an alternative carries that space's knobs
+under the alternative's prefix (``winograd4/winograd_gemm.tile.k``); each knob a config's
+algorithm does not use is ignored, so two configs that differ only there build the same
+code (``schedule_key``). Configs stored before the knob existed mean "direct" and build
+what they built.
+
+The tuners search all of it as one space, and the cost model ranks candidates of every
+algorithm by their loop-IR features, so the choice is measured and learned, not decided
+by a rule (TVM's op strategies choose among a convolution's implementations by priority
+and tune each separately). Every candidate is checked against the workload's own
+reference, whichever DAG built it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+
+from te.expr import Binary, Const, Reduce, TensorRead, Var, structural_equal
+from te.ops.winograd import TILES, conv2d_winograd_nchw
+from te.tensor import ComputeOp, PlaceholderOp, Tensor
+
+from .config import Config, ConfigError, Knob, KnobSet
+from .space import ConfigSpace
+
+ALGORITHM = "algorithm"
+DIRECT = "direct"
+#: Between an alternative's name and its space's knob name.
+SEPARATOR = "/"
+#: Winograd pays for its transforms over the channels: below this many input or output
+#: channels a transform costs as much as the products it saves.
+WINOGRAD_MIN_CHANNELS = 16
+
+LABELS = {DIRECT: "the DAG as written", **{f"winograd{m}": f"Winograd F({m}x{m}, 3x3)" for m in TILES}}
+
+
+def alternatives(outputs: list[Tensor]) -> dict[str, list[Tensor]]:
+    """name -> the outputs of another DAG computing ``outputs`` from the same inputs: for a
+    float32/float64 NCHW conv2d (``te.ops.conv2d_nchw``) with a 3x3 kernel, stride 1, no
+    dilation and at least ``WINOGRAD_MIN_CHANNELS`` channels in and out, Winograd's F(2, 3)
+    and F(4, 3). Empty for every other DAG."""
+    if len(outputs) != 1:
+        return {}
+    found = _winograd_candidate(outputs[0].op)
+    if found is None:
+        return {}
+    data, kernel, padding = found
+    return {f"winograd{m}": [conv2d_winograd_nchw(data, kernel, padding, m, name=outputs[0].name)] for m in TILES}
+
+
+def _winograd_candidate(op) -> tuple[Tensor, Tensor, tuple[int, int, int, int]] | None:
+    """(data, kernel, padding) when ``op`` is conv2d_nchw's compute as ``te.ops`` writes it for
+    a 3x3 window, stride 1 and dilation 1 over a (padded) placeholder; else None."""
+    if not isinstance(op, ComputeOp) or op.tag != "conv2d_nchw" or op.output(0).dtype not in ("float32", "float64"):
+        return None
+    body = op.body
+    if not (isinstance(body, Reduce) and body.combiner == "sum" and len(body.axes) == 3):
+        return None
+    rc, ry, rx = (iv.var for iv in body.axes)
+    if [iv.extent for iv in body.axes[1:]] != [3, 3]:
+        return None
+    src = body.source
+    if not (isinstance(src, Binary) and src.op == "mul" and isinstance(src.a, TensorRead) and isinstance(src.b, TensorRead)):
+        return None
+    n, k, y, x = (iv.var for iv in op.axis)
+    window, weights = src.a, src.b
+    if not isinstance(weights.tensor.op, PlaceholderOp) or list(weights.indices) != [k, rc, ry, rx]:
+        return None
+    expected = [n, rc, y + ry, x + rx]
+    if not all(structural_equal(a, b) for a, b in zip(window.indices, expected)):
+        return None
+    padded = window.tensor
+    data, before = _unpadded(padded)
+    if data is None:
+        return None
+    top, left = before
+    bottom, right = padded.shape[2] - data.shape[2] - top, padded.shape[3] - data.shape[3] - left
+    channels_in, channels_out = data.shape[1], weights.tensor.shape[0]
+    if min(channels_in, channels_out) < WINOGRAD_MIN_CHANNELS:
+        return None
+    return data, weights.tensor, (top, left, bottom, right)
+
+
+def _unpadded(t: Tensor) -> tuple[Tensor | None, tuple[int, int]]:
+    """(the placeholder ``t`` pads, (top, left)) for te.ops' pad of the two spatial dims (or
+    ``t`` itself with no padding); (None, ...) for anything else."""
+    if isinstance(t.op, PlaceholderOp):
+        return t, (0, 0)
+    if not (isinstance(t.op, ComputeOp) and t.op.tag == "pad" and len(t.op.input_tensors) == 1):
+        return None, (0, 0)
+    (source,) = t.op.input_tensors
+    reads = [r for r in _reads(t.op.body) if r.tensor.op is source.op]
+    if not isinstance(source.op, PlaceholderOp) or not reads:
+        return None, (0, 0)
+    axes = [iv.var for iv in t.op.axis]
+    before = []
+    for d, index in enumerate(reads[0].indices):
+        if index is axes[d]:
+            before.append(0)
+        elif (isinstance(index, Binary) and index.op == "sub" and index.a is axes[d]
+              and isinstance(index.b, Const)):
+            before.append(int(index.b.value))
+        else:
+            return None, (0, 0)
+    if before[:2] != [0, 0] or list(t.shape[:2]) != list(source.shape[:2]):
+        return None, (0, 0)
+    return source, (before[2], before[3])
+
+
+def _reads(expr) -> list[TensorRead]:
+    from te.expr import post_order
+
+    return [n for n in post_order(expr) if isinstance(n, TensorRead)]
+
+
+@dataclass
+class AlternativesSpace(ConfigSpace):
+    """The DAG's own space (this object's ConfigSpace fields and methods) plus a space per
+    alternative DAG, chosen by the knob ``algorithm``."""
+
+    alternatives: dict = field(default_factory=dict)  # name -> ConfigSpace of the same inputs
+    primary: ConfigSpace | None = None  # the DAG's own space, which this one extends
+
+    @classmethod
+    def around(cls, primary: ConfigSpace, spaces: dict[str, ConfigSpace]) -> "AlternativesSpace":
+        """``primary`` with ``spaces`` as alternatives: its knobs, the algorithm knob, then each
+        alternative's knobs under its prefix (with a default, so configs of other
+        algorithms, and configs stored before, need not list them)."""
+        knobs = list(primary.knobs.knobs)
+        knobs.append(Knob(ALGORITHM, (DIRECT, *spaces), "how the result is computed: " + "; ".join(
+            f"{name}: {LABELS.get(name, name)}" for name in (DIRECT, *spaces)), default=DIRECT))
+        for name, space in spaces.items():
+            knobs.extend(Knob(f"{name}{SEPARATOR}{k.name}", k.candidates, k.doc,
+                              default=k.candidates[0] if k.default is None else k.default)
+                         for k in space.knobs.knobs)
+        fields = {f.name: getattr(primary, f.name) for f in dataclasses.fields(primary)}
+        fields["knobs"] = KnobSet(primary.knobs.sketch, tuple(knobs))
+        space = cls(**fields, alternatives=dict(spaces), primary=primary)
+        space.target = getattr(primary, "target", None)
+        return space
+
+    # ------------------------------------------------------------ the chosen algorithm
+
+    def algorithm(self, config: Config) -> str:
+        """The algorithm ``config`` builds (``direct`` for a config stored before the knob)."""
+        return config.values.get(ALGORITHM, DIRECT)
+
+    def _own(self, config: Config) -> Config:
+        """``config`` with the knobs of the DAG's own space only."""
+        mine = self._own_names
+        return Config(config.sketch, {k: v for k, v in config.values.items() if k in mine})
+
+    @property
+    def _own_names(self) -> frozenset:
+        names = self.__dict__.get("_own_names_cache")
+        if names is None:
+            prefixes = tuple(f"{n}{SEPARATOR}" for n in self.alternatives)
+            names = frozenset(k.name for k in self.knobs.knobs if k.name != ALGORITHM and not k.name.startswith(prefixes))
+            self.__dict__["_own_names_cache"] = names
+        return names
+
+    def sub_config(self, config: Config) -> tuple[ConfigSpace, Config]:
+        """(the space of ``config``'s algorithm, the config in that space's own knobs)."""
+        name = self.algorithm(config)
+        if name == DIRECT:
+            return self.primary, self._own(config)
+        space, prefix = self.alternatives[name], f"{name}{SEPARATOR}"
+        return space, Config(space.knobs.sketch, {k[len(prefix):]: v for k, v in config.values.items()
+                                                  if k.startswith(prefix)})
+
+    def _as_config(self, name: str, sub: Config, filler: Config) -> Config:
+        """A config of this space choosing ``name`` with ``sub``'s decisions; the knobs it does
+        not use from ``filler`` (a valid config of this space)."""
+        values = dict(filler.values, **{ALGORITHM: name})
+        prefix = "" if name == DIRECT else f"{name}{SEPARATOR}"
+        values.update({prefix + k: v for k, v in sub.values.items()})
+        return Config(self.knobs.sketch, values)
+
+    # ------------------------------------------------------------ the space's operations
+
+    def problem(self, config: Config) -> str | None:
+        space, sub = self.sub_config(config)
+        return space.problem(sub)
+
+    def schedule_key(self, config: Config) -> str:
+        space, sub = self.sub_config(config)
+        key = space.schedule_key(sub)
+        return key if space is self.primary else f"{self.algorithm(config)}:{key}"
+
+    def apply(self, config: Config, candidates: bool = True):
+        reason = self.check(config) if candidates else None
+        if reason is not None:
+            raise ConfigError(f"invalid config: {reason}")
+        space, sub = self.sub_config(config)
+        return space.apply(sub, candidates)
+
+    def decisions(self, config: Config):
+        space, sub = self.sub_config(config)
+        return space.decisions(sub)
+
+    def mutate(self, config: Config, rng: random.Random, local: float = 0.0) -> Config:
+        """Another algorithm now and then (1 in 8); otherwise one knob of the config's own
+        algorithm, so mutations do not go to knobs it ignores."""
+        if rng.random() < 1 / 8:
+            other = rng.choice([n for n in (DIRECT, *self.alternatives) if n != self.algorithm(config)])
+            return Config(config.sketch, dict(config.values, **{ALGORITHM: other}))
+        space, sub = self.sub_config(config)
+        return self._as_config(self.algorithm(config), space.mutate(sub, rng, local), config)
+
+    def starting_points(self, rng: random.Random) -> list[Config]:
+        """The DAG's own starting points, then each alternative's."""
+        filler = self.sample(rng)
+        out = []
+        for name, space in ((DIRECT, self.primary), *self.alternatives.items()):
+            out.extend(self._as_config(name, c, filler) for c in space.starting_points(rng))
+        return [c for c in out if self.check(c) is None]
+
+    def describe(self) -> str:
+        lines = [f"sketch {self.sketch_version}:"] + ["  " + self._describe_plan(p) for p in self.sketch.plans]
+        lines.append(f"knobs ({self.size} combinations over every algorithm):")
+        lines += [f"  {k.name}: {len(k.candidates)} candidates - {k.doc}" for k in self.knobs.knobs
+                  if k.name in self._own_names or k.name == ALGORITHM]
+        for name, space in self.alternatives.items():
+            lines.append(f"algorithm {name} ({LABELS.get(name, name)}), its knobs prefixed {name}{SEPARATOR}:")
+            lines += ["  " + line for line in space.describe().splitlines()]
+        return "\n".join(lines)
+
+    def describe_config(self, config: Config) -> str:
+        space, sub = self.sub_config(config)
+        text = space.describe_config(sub)
+        if space is self.primary:
+            return text
+        name = self.algorithm(config)
+        return f"algorithm: {LABELS.get(name, name)}\n{text}"
