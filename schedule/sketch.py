@@ -182,6 +182,25 @@ def _constant_source(op: ComputeOp, constants: set, out_ops: set) -> bool:
     return len(sources) == 1 and next(iter(sources)).name in constants
 
 
+def _find_precomputed(sketch: Sketch, ops: list, out_ops: set) -> None:
+    """Give the precomputed role to the simple stages computed from one constant input
+    alone, where that leaves the kernel one stage to read per constant (the last of the
+    chain) and no other reader of the constant: ``Schedule.precompute`` takes the chain
+    out of the kernel whole and hands the kernel the last stage's result in its place."""
+    constants = {name for op in ops for name in op.attrs.get("layout_free_placeholders", ())}
+    chosen = {p.op for p in sketch.plans if p.role == SIMPLE and p.op not in out_ops
+              and _constant_source(p.op, constants, out_ops)}
+    for source in {t.op for op in chosen for t in op.input_tensors if isinstance(t.op, PlaceholderOp)}:
+        chain = {op for op in chosen if _constant_source(op, {source.name}, out_ops)}
+        readers = {op for op in ops if op not in chain and any(t.op in chain | {source} for t in op.input_tensors)}
+        frontier = {t.op for op in readers for t in op.input_tensors if t.op in chain}
+        if len(frontier) != 1 or any(t.op is source for op in readers for t in op.input_tensors):
+            chosen -= chain
+    for plan in sketch.plans:
+        if plan.op in chosen:
+            plan.role = PRECOMPUTED
+
+
 def derive_sketch(outputs: list[Tensor], precompute: bool = True) -> Sketch:
     """The CPU sketch of the DAG behind ``outputs``; ``precompute=False`` gives no stage the
     precomputed role (targets that cannot run code at build time)."""
@@ -207,10 +226,7 @@ def derive_sketch(outputs: list[Tensor], precompute: bool = True) -> Sketch:
             plan.role = FUSED
             plan.produces = next(p for p, o in owners.items() if o is plan.op)
     if precompute:
-        constants = {name for op in ops for name in op.attrs.get("layout_free_placeholders", ())}
-        for plan in sketch.plans:
-            if plan.role == SIMPLE and plan.op not in out_ops and _constant_source(plan.op, constants, out_ops):
-                plan.role = PRECOMPUTED
+        _find_precomputed(sketch, ops, out_ops)
     _find_hosts(sketch, ops, inline_ops, out_ops)
     _find_siblings(sketch)
     return sketch

@@ -132,3 +132,20 @@ def test_loops_bounding_padding_are_not_copied():
     without = schedule.lower(s, wl.args, pipeline=[p for p in schedule.passes.pipeline("cpu")
                                                    if p.name != "specialize_rows"])
     assert str(full) == str(without)
+
+
+def test_a_constant_the_kernel_also_reads_is_not_precomputed():
+    """Precomputing would take the weights away from the stage that reads them as they are."""
+    X = te.placeholder((8, 16), "float32", "X")
+    W = te.placeholder((16, 16), "float32", "W")
+    Wt = te.compute((16, 16), lambda i, j: W[j, i] + W[i, j], name="Wt")
+    k = te.reduce_axis((0, 16), "k")
+    Y = te.compute((8, 16), lambda i, j: te.sum(X[i, k] * (Wt[k, j] + W[k, j]), axis=k), name="Y",
+                   attrs={"layout_free_placeholders": ["W"]})
+    assert {p.op.name: p.role for p in derive_sketch([Y]).plans}["Wt"] == SIMPLE
+    k2 = te.reduce_axis((0, 16), "k2")
+    Z = te.compute((8, 16), lambda i, j: te.sum(X[i, k2] * Wt[k2, j], axis=k2), name="Z",
+                   attrs={"layout_free_placeholders": ["W"]})
+    assert {p.op.name: p.role for p in derive_sketch([Z]).plans}["Wt"] == PRECOMPUTED
+    task = Task.from_tensors([X, W, Z], name="precomputed_transpose")
+    _check_sampled(None, count=4, seed=0, task=task)
