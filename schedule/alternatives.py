@@ -1,8 +1,8 @@
 """Algorithms a space chooses among: other DAGs that compute what a workload's DAG computes.
 
 A space is derived from one DAG. An algorithm that computes the same result another way,
-Winograd's convolution for a 3x3 stride-1 one, is another DAG with the same inputs and the
-same output. ``alternatives(outputs)`` finds such DAGs by rule, and ``AlternativesSpace``
+Winograd's convolution for a 3x3 stride-1 one (and whatever reads it, a fused epilogue),
+is another DAG with the same inputs and the same outputs. ``alternatives(outputs)`` finds such DAGs by rule, and ``AlternativesSpace``
 holds the DAG's own space with one space per alternative behind a knob ``algorithm``
 ("direct": the DAG as written). A config of an alternative carries that space's knobs
 under the alternative's prefix (``winograd4/winograd_gemm.tile.k``); each knob a config's
@@ -22,7 +22,8 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 
-from te.expr import Binary, Const, Reduce, TensorRead, Var, structural_equal
+from te.dag import topological_order
+from te.expr import Binary, Const, Reduce, TensorRead, structural_equal, transform
 from te.ops.winograd import TILES, conv2d_winograd_nchw
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -41,17 +42,37 @@ LABELS = {DIRECT: "the DAG as written", **{f"winograd{m}": f"Winograd F({m}x{m},
 
 
 def alternatives(outputs: list[Tensor]) -> dict[str, list[Tensor]]:
-    """name -> the outputs of another DAG computing ``outputs`` from the same inputs: for a
-    float32/float64 NCHW conv2d (``te.ops.conv2d_nchw``) with a 3x3 kernel, stride 1, no
-    dilation and at least ``WINOGRAD_MIN_CHANNELS`` channels in and out, Winograd's F(2, 3)
-    and F(4, 3). Empty for every other DAG."""
-    if len(outputs) != 1:
+    """name -> the outputs of another DAG computing ``outputs`` from the same inputs: where
+    the DAG holds one float32/float64 NCHW conv2d (``te.ops.conv2d_nchw``) with a 3x3 kernel,
+    stride 1, no dilation and at least ``WINOGRAD_MIN_CHANNELS`` channels in and out, the
+    DAG with that convolution computed by Winograd's F(2, 3) and by F(4, 3) (what reads it,
+    a fused epilogue, reads the new result). Empty for every other DAG."""
+    convs = [(op, found) for op in topological_order(outputs) if (found := _winograd_candidate(op)) is not None]
+    if len(convs) != 1:
         return {}
-    found = _winograd_candidate(outputs[0].op)
-    if found is None:
-        return {}
-    data, kernel, padding = found
-    return {f"winograd{m}": [conv2d_winograd_nchw(data, kernel, padding, m, name=outputs[0].name)] for m in TILES}
+    ((conv, (data, kernel, padding)),) = convs
+    return {f"winograd{m}": _replaced(outputs, conv, conv2d_winograd_nchw(data, kernel, padding, m, name=conv.name))
+            for m in TILES}
+
+
+def _replaced(outputs: list[Tensor], old, new: Tensor) -> list[Tensor]:
+    """``outputs`` with every read of ``old``'s result reading ``new`` instead: the stages
+    downstream of ``old`` rebuilt (same names, axes and attributes), the rest shared."""
+    memo = {old: new}
+
+    def rebuilt(op) -> Tensor:
+        if op not in memo:
+            inputs = {t.op: rebuilt(t.op) for t in op.input_tensors}
+            changed = {o: t for o, t in inputs.items() if t is not o.output(0)}
+            if not changed:
+                memo[op] = op.output(0)
+            else:
+                body = transform(op.body, lambda e: TensorRead(changed[e.tensor.op], e.indices, e.dtype)
+                                 if isinstance(e, TensorRead) and e.tensor.op in changed else None)
+                memo[op] = ComputeOp(op.name, op.axis, body, op.tag, op.attrs).output(0)
+        return memo[op]
+
+    return [rebuilt(t.op) for t in outputs]
 
 
 def _winograd_candidate(op) -> tuple[Tensor, Tensor, tuple[int, int, int, int]] | None:

@@ -46,11 +46,32 @@ def test_other_convolutions_have_none(changes):
     assert not isinstance(Task("conv2d", {**PARAMS, **changes}).space, AlternativesSpace)
 
 
-def test_a_fused_epilogue_or_the_gpu_space_has_none():
-    wl = te.create_workload("conv2d_bn_relu", N=1, C=16, H=8, W=8, K=16, R=3, S=3, padding=1)
-    assert alternatives(wl.outputs) == {}
+def test_the_gpu_space_and_a_dag_of_two_convolutions_have_none():
     wl = te.create_workload("conv2d", **PARAMS)
     assert not isinstance(ConfigSpace.from_workload(wl, "cuda:sm_80"), AlternativesSpace)
+    data = te.placeholder((1, 16, 8, 8), "float32", "data")
+    w1, w2 = (te.placeholder((16, 16, 3, 3), "float32", name) for name in ("w1", "w2"))
+    both = te.ops.add(te.ops.conv2d_nchw(data, w1, 1, 1, name="first"), te.ops.conv2d_nchw(data, w2, 1, 1, name="second"))
+    assert alternatives([both]) == {}  # one algorithm knob would decide for both
+    chained = te.ops.conv2d_nchw(te.ops.conv2d_nchw(data, w1, 1, 1, name="first"), w2, 1, 1, name="second")
+    (out,) = alternatives([chained])["winograd2"]  # only the first reads an input: the second stays direct
+    assert [op.name for op in te.topological_order([out]) if getattr(op, "tag", "") == "conv2d_nchw"] == ["second"]
+
+
+def test_a_fused_epilogue_reads_the_winograd_result_and_matches():
+    params = dict(N=1, C=16, H=7, W=9, K=16, R=3, S=3, padding=1)
+    wl = te.create_workload("conv2d_bn_relu", **params)
+    found = alternatives(wl.outputs)
+    assert sorted(found) == ["winograd2", "winograd4"]
+    (out,) = found["winograd4"]
+    assert out.name == wl.outputs[0].name and out.op.tag == wl.outputs[0].op.tag
+    names = {op.name for op in te.topological_order([out])}
+    assert {"winograd_gemm", "kernel_transform"} <= names
+    task = Task("conv2d_bn_relu", params, target="cpu:avx512")
+    rng = random.Random(1)
+    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(9))}.values())
+    assert {task.space.algorithm(c) for c in configs} == {DIRECT, "winograd2", "winograd4"}
+    _check_sampled(None, configs=configs, task=task)
 
 
 def test_sampled_configs_of_every_algorithm_match_the_direct_reference():
