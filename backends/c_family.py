@@ -104,8 +104,9 @@ class Dialect:
         None for a plain loop."""
         return None
 
-    def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
-        """Lines that declare ``buf`` and lines that release it after its scope."""
+    def allocate(self, printer: "CSourcePrinter", buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
+        """Lines that declare ``buf`` and lines that release it after its scope (``printer``
+        takes file-scope definitions through ``printer.helper``)."""
         nbytes = buf.size * dtypes.nbytes(buf.dtype)
         if nbytes <= STACK_BYTES:
             return [f"{ctype} {name}[{buf.size}] __attribute__((aligned(64)));"], []
@@ -419,7 +420,7 @@ class CSourcePrinter:
 
     def _allocate(self, s: Allocate) -> None:
         name = self.buffer_name(s.buffer)
-        declare, release = self.dialect.allocate(s.buffer, name, self.ctype(s.buffer.dtype))
+        declare, release = self.dialect.allocate(self, s.buffer, name, self.ctype(s.buffer.dtype))
         self.emit("{")
         self.depth += 1
         for line in declare:
@@ -443,6 +444,7 @@ class CSourcePrinter:
 
     def _function(self, func: LoweredFunc, qualifiers: str) -> tuple[str, str]:
         name = self.names(Var(func.name))  # first, so a buffer of the same name cannot take it
+        self.function_name = name
         params = [f"{self.ctype(b.dtype)}* {self.dialect.restrict} {self.buffer_name(b)}" for b in func.params]
         self.stmt(func.body)
         header = f"{qualifiers}void {name}({', '.join(params)}) {{"

@@ -26,10 +26,10 @@ import numpy as np
 
 from te import dtypes
 from schedule import ir
-from schedule.ir import For, LoweredFunc
+from schedule.ir import Buffer, For, LoweredFunc
 from schedule.targets.cpu import bare_model_name, host_cpu_facts
 
-from .c_family import CSourcePrinter, Dialect
+from .c_family import STACK_BYTES, CSourcePrinter, Dialect
 from .errors import BuildError, BuildTimeout
 from .process import run_group
 from .registry import Backend, BackendInfo
@@ -73,6 +73,27 @@ class CPUDialect(Dialect):
     """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma, 64-bit indices."""
 
     wide_index: bool = True
+
+    def allocate(self, printer, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
+        """A buffer too large for the stack is kept from one call to the next in a slot of
+        the shared object (one per allocation site), taken at the start of its scope and
+        put back at the end; a call that finds the slot empty (the first, or one running
+        beside another) allocates, and what a slot holds when the object is unloaded is
+        freed. Without it every call maps, faults in and unmaps megabytes of fresh pages
+        whenever the C library serves the size with mmap, which depends on what the process
+        allocated before (glibc's dynamic mmap threshold), so the same kernel ran at two
+        speeds in two processes (``bench/RESULTS.md``)."""
+        nbytes = buf.size * dtypes.nbytes(buf.dtype)
+        if nbytes <= STACK_BYTES:
+            return super().allocate(printer, buf, name, ctype)
+        padded = -(-nbytes // 64) * 64
+        slot = printer.helper(f"at_kept_{printer.function_name}_{name}",
+                              f"static void* at_kept_{printer.function_name}_{name} = NULL;\n"
+                              f"__attribute__((destructor)) static void at_release_{printer.function_name}_{name}(void) "
+                              f"{{ free(at_kept_{printer.function_name}_{name}); }}")
+        return ([f"{ctype}* {self.restrict} {name} = ({ctype}*)__atomic_exchange_n(&{slot}, NULL, __ATOMIC_ACQUIRE);",
+                 f"if (!{name}) {name} = ({ctype}*)aligned_alloc(64, {padded});"],
+                [f"free(__atomic_exchange_n(&{slot}, (void*){name}, __ATOMIC_ACQ_REL));"])
 
     def reduction_pragma(self, op: str, accumulator: str) -> str | None:
         clause = {"add": "+", "mul": "*", "min": "min", "max": "max"}[op]

@@ -95,7 +95,7 @@ class CUDADialect(Dialect):
         guard = None if n == full else f"{var} < {extent}"
         return f"const {index_type} {var} = ({index_type}){loop.thread_tag};", guard
 
-    def allocate(self, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
+    def allocate(self, printer, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
         if buf.scope == "shared":
             return [f"__shared__ {ctype} {name}[{buf.size}];"], []
         return [f"{ctype} {name}[{buf.size}];"], []

@@ -19,6 +19,7 @@ reference, whichever DAG built it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -235,12 +236,14 @@ class AlternativesSpace(ConfigSpace):
         return self._as_config(self.algorithm(config), space.mutate(sub, rng, local), config)
 
     def starting_points(self, rng: random.Random) -> list[Config]:
-        """The DAG's own starting points, then each alternative's."""
+        """Each algorithm's starting points, taken in turn (the first of each, then the
+        second of each, ...), so a first batch shorter than all of them measures every
+        algorithm at its best-shaped points."""
         filler = self.sample(rng)
-        out = []
-        for name, space in ((DIRECT, self.primary), *self.alternatives.items()):
-            out.extend(self._as_config(name, c, filler) for c in space.starting_points(rng))
-        return [c for c in out if self.check(c) is None]
+        lists = [[self._as_config(name, c, filler) for c in space.starting_points(rng)]
+                 for name, space in ((DIRECT, self.primary), *self.alternatives.items())]
+        taken = [c for turn in itertools.zip_longest(*lists) for c in turn if c is not None]
+        return [c for c in taken if self.check(c) is None]
 
     def describe(self) -> str:
         lines = [f"sketch {self.sketch_version}:"] + ["  " + self._describe_plan(p) for p in self.sketch.plans]
