@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass, field
 
 from te.dag import topological_order
-from te.expr import Binary, Const, Reduce, TensorRead, structural_equal, transform
+from te.expr import Binary, Const, Reduce, TensorRead, post_order, structural_equal, transform
 from te.ops.winograd import TILES, conv2d_winograd_nchw
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -99,8 +99,8 @@ def _winograd_candidate(op) -> tuple[Tensor, Tensor, tuple[int, int, int, int]] 
         return None
     padded = window.tensor
     data, before = _unpadded(padded)
-    if data is None:
-        return None
+    if data is None or data.dtype != op.output(0).dtype or weights.tensor.dtype != data.dtype:
+        return None  # a widening convolution (float16 summed in float32) stays direct
     top, left = before
     bottom, right = padded.shape[2] - data.shape[2] - top, padded.shape[3] - data.shape[3] - left
     channels_in, channels_out = data.shape[1], weights.tensor.shape[0]
@@ -136,8 +136,6 @@ def _unpadded(t: Tensor) -> tuple[Tensor | None, tuple[int, int]]:
 
 
 def _reads(expr) -> list[TensorRead]:
-    from te.expr import post_order
-
     return [n for n in post_order(expr) if isinstance(n, TensorRead)]
 
 

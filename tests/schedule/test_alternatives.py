@@ -38,7 +38,7 @@ def _placeholders(out):
 
 @pytest.mark.parametrize("changes", [
     dict(stride=2), dict(dilation=2), dict(R=5, S=5, padding=2), dict(R=1, S=1, padding=0), dict(layout="NHWC"),
-    dict(C=8), dict(K=8), dict(dtype="int32"),
+    dict(C=8), dict(K=8), dict(dtype="int32"), dict(dtype="float16", out_dtype="float32"),
 ], ids=str)
 def test_other_convolutions_have_none(changes):
     wl = te.create_workload("conv2d", **{**PARAMS, **changes})
