@@ -67,19 +67,20 @@ def test_a_fused_epilogue_reads_the_winograd_result_and_matches():
     assert out.name == wl.outputs[0].name and out.op.tag == wl.outputs[0].op.tag
     names = {op.name for op in te.topological_order([out])}
     assert {"winograd_gemm", "kernel_transform"} <= names
-    task = Task("conv2d_bn_relu", params, target="cpu:avx512")
-    rng = random.Random(1)
-    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(9))}.values())
+    _check_every_algorithm(Task("conv2d_bn_relu", params, target="cpu:avx512"), count=9, seed=1)
+
+
+def _check_every_algorithm(task: Task, count: int, seed: int) -> None:
+    """Sample ``count`` configs (every algorithm among them), build each and compare with
+    the task's own reference."""
+    rng = random.Random(seed)
+    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(count))}.values())
     assert {task.space.algorithm(c) for c in configs} == {DIRECT, "winograd2", "winograd4"}
     _check_sampled(None, configs=configs, task=task)
 
 
 def test_sampled_configs_of_every_algorithm_match_the_direct_reference():
-    task = _task()
-    rng = random.Random(0)
-    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(15))}.values())
-    assert {task.space.algorithm(c) for c in configs} == {DIRECT, "winograd2", "winograd4"}
-    _check_sampled(None, configs=configs, task=task)
+    _check_every_algorithm(_task(), count=15, seed=0)
 
 
 def test_a_config_stored_before_the_knob_builds_what_it_built():
