@@ -19,6 +19,7 @@ reference, whichever DAG built it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -176,14 +177,10 @@ class AlternativesSpace(ConfigSpace):
         mine = self._own_names
         return Config(config.sketch, {k: v for k, v in config.values.items() if k in mine})
 
-    @property
+    @functools.cached_property
     def _own_names(self) -> frozenset:
-        names = self.__dict__.get("_own_names_cache")
-        if names is None:
-            prefixes = tuple(f"{n}{SEPARATOR}" for n in self.alternatives)
-            names = frozenset(k.name for k in self.knobs.knobs if k.name != ALGORITHM and not k.name.startswith(prefixes))
-            self.__dict__["_own_names_cache"] = names
-        return names
+        """The knob names of the DAG's own space."""
+        return frozenset(k.name for k in self.primary.knobs.knobs)
 
     def sub_config(self, config: Config) -> tuple[ConfigSpace, Config]:
         """(the space of ``config``'s algorithm, the config in that space's own knobs)."""
@@ -214,9 +211,13 @@ class AlternativesSpace(ConfigSpace):
         return key if space is self.primary else f"{self.algorithm(config)}:{key}"
 
     def apply(self, config: Config, candidates: bool = True):
-        reason = self.check(config) if candidates else None
-        if reason is not None:
-            raise ConfigError(f"invalid config: {reason}")
+        """The chosen algorithm's schedule; that space checks its own part of ``config`` (so
+        only the knobs of the others are checked here, once, on every build)."""
+        if candidates:
+            try:
+                self.knobs.check(config)
+            except ConfigError as exc:
+                raise ConfigError(f"invalid config: {exc}") from None
         space, sub = self.sub_config(config)
         return space.apply(sub, candidates)
 

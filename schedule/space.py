@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from te import dtypes
-from te.expr import Compare, Select, TensorRead, Var, free_vars, post_order
+from te.expr import TensorRead, free_vars, post_order
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
@@ -30,7 +30,7 @@ from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIM
                         PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST,
                         MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
                         StageLayout, decode_config)
-from .passes.specialize_rows import MAX_COPIES
+from .passes.specialize_rows import MAX_COPIES, row_variables
 from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, derive_sketch
 from .stage import Schedule, create_schedule
 
@@ -587,9 +587,7 @@ def row_axes(op: ComputeOp) -> set[int]:
     of a select by equality: the row of a constant matrix written into the body
     (``te.ops.winograd``). Such an axis is not split: its loop stays whole, so lowering copies
     it out per row (``passes.specialize_rows``) instead of choosing the row per element."""
-    chosen = {v for n in post_order(op.body) if isinstance(n, Select)
-              for c in post_order(n.cond) if isinstance(c, Compare) and c.op == "eq"
-              for v in post_order(c) if isinstance(v, Var)}
+    chosen = row_variables([op.body])
     return {n for n, iv in enumerate(op.axis[:-1]) if iv.var in chosen and iv.extent <= MAX_COPIES}
 
 

@@ -31,15 +31,12 @@ def _selects(s: Stmt) -> int:
     return sum(isinstance(n, Select) for e in stmt_exprs(s) for n in post_order(e))
 
 
-def _row_variables(s: Stmt) -> set:
-    """Variables compared for equality in the condition of some select of ``s``."""
-    found = set()
-    for e in stmt_exprs(s):
-        for n in post_order(e):
-            if isinstance(n, Select):
-                found.update(v for c in post_order(n.cond) if isinstance(c, Compare) and c.op == "eq"
-                             for v in post_order(c) if isinstance(v, Var))
-    return found
+def row_variables(exprs) -> set:
+    """Variables compared for equality in the condition of some select of ``exprs``: what
+    picks a row of a constant matrix (``te.ops.winograd``)."""
+    return {v for e in exprs for n in post_order(e) if isinstance(n, Select)
+            for c in post_order(n.cond) if isinstance(c, Compare) and c.op == "eq"
+            for v in post_order(c) if isinstance(v, Var)}
 
 
 class _SpecializeRows(StmtMutator):
@@ -64,7 +61,7 @@ class _SpecializeRows(StmtMutator):
 
 def specialize_rows(s: Stmt, analyzer: Analyzer | None = None) -> Stmt:
     """``s`` with every short loop whose variable decides a select copied out per iteration."""
-    candidates = _row_variables(s)
+    candidates = row_variables(stmt_exprs(s))
     return _SpecializeRows(analyzer or Analyzer(), candidates).visit(s) if candidates else s
 
 
