@@ -187,9 +187,20 @@ class AlternativesSpace(ConfigSpace):
         name = self.algorithm(config)
         if name == DIRECT:
             return self.primary, self._own(config)
-        space, prefix = self.alternatives[name], f"{name}{SEPARATOR}"
-        return space, Config(space.knobs.sketch, {k[len(prefix):]: v for k, v in config.values.items()
-                                                  if k.startswith(prefix)})
+        space = self.alternatives[name]
+        return space, Config(space.knobs.sketch, {inner: knob.value_in(config)
+                                                  for knob, inner in self._prefixed[name]})
+
+    @functools.cached_property
+    def _prefixed(self) -> dict[str, list[tuple[Knob, str]]]:
+        """Per alternative, its knobs in this space with their names in the alternative's own
+        space (read with their defaults, so a config stored before the alternative existed,
+        then switched to it, has every decision that space needs)."""
+        out = {}
+        for name in self.alternatives:
+            prefix = f"{name}{SEPARATOR}"
+            out[name] = [(k, k.name[len(prefix):]) for k in self.knobs.knobs if k.name.startswith(prefix)]
+        return out
 
     def _as_config(self, name: str, sub: Config, filler: Config) -> Config:
         """A config of this space choosing ``name`` with ``sub``'s decisions; the knobs it does

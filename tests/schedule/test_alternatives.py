@@ -93,6 +93,27 @@ def test_a_config_stored_before_the_knob_builds_what_it_built():
     assert str(schedule.lower(*space.apply(old))) == str(schedule.lower(*space.primary.apply(old)))
 
 
+def test_a_config_stored_before_the_knob_switches_algorithm_and_keeps_mutating():
+    """A stored direct config lists no Winograd knob: switched to Winograd by a mutation,
+    the alternative's knobs read their defaults, and further mutations and builds work."""
+    task = _task()
+    space = task.space
+    rng = random.Random(7)
+    old = space.primary.sample(rng)
+    for name in ("winograd2", "winograd4"):
+        switched = Config(old.sketch, dict(old.values, **{ALGORITHM: name}))
+        sub_space, sub = space.sub_config(switched)
+        assert sub_space.knobs.check(sub) is None
+        for _ in range(20):
+            child = space.mutate(switched, rng, local=0.5)
+            assert space.sub_config(child)[0].knobs.check(space.sub_config(child)[1]) is None
+    switched = Config(old.sketch, dict(old.values, **{ALGORITHM: "winograd4"}))
+    valid = [c for c in (space.mutate(switched, rng, 0.5) for _ in range(40))
+             if space.algorithm(c) == "winograd4" and space.check(c) is None]
+    assert valid
+    _check_sampled(None, configs=valid[:2], task=task)
+
+
 def test_knobs_of_other_algorithms_change_no_schedule():
     space = _task().space
     rng = random.Random(2)
