@@ -41,11 +41,12 @@ class ReplayReport:
     miss: str
     runs: dict = field(default_factory=dict)   # tuner -> [ReplayRun], one per seed
     restrict: bool = False   # searched the recorded configs only
+    left_out: int = 0        # records outside the current space or rejected by its rules
 
     @classmethod
     def from_runs(cls, recording, runs: dict, *, trials: int, miss: str, restrict: bool = False) -> "ReplayReport":
         return cls(recording.task.key, recording.task.target_kind, len(recording), recording.n_ok,
-                   recording.optimum_s, trials, miss, runs, restrict)
+                   recording.optimum_s, trials, miss, runs, restrict, recording.unusable)
 
     # ------------------------------------------------------------ per run
 
@@ -133,14 +134,18 @@ class ReplayReport:
 
     def header(self) -> str:
         return (f"replay of {self.workload_key} on {self.target}: {self.recorded} recorded configs "
-                f"({self.recorded_ok} ok), optimum {self.optimum_s * 1e3:.4g} ms, {self.trials} trials per run, "
+                f"({self.recorded_ok} ok{self._left_out_note()}), optimum {self.optimum_s * 1e3:.4g} ms, "
+                f"{self.trials} trials per run, "
                 + ("searching the recorded configs only" if self.restrict else f"misses {self.miss}"))
+
+    def _left_out_note(self) -> str:
+        return f"; {self.left_out} records outside the current space left out" if self.left_out else ""
 
     def to_json(self, points: int = 200) -> dict:
         """Everything above plus each run's trials, as plain JSON values (inf as null)."""
         return _finite({
             "workload": self.workload_key, "target": self.target, "recorded": self.recorded,
-            "recorded_ok": self.recorded_ok, "optimum_s": self.optimum_s, "trials": self.trials,
+            "recorded_ok": self.recorded_ok, "left_out": self.left_out, "optimum_s": self.optimum_s, "trials": self.trials,
             "miss": self.miss, "restrict": self.restrict, "fractions": list(FRACTIONS), "summary": self.summary(),
             "trial_curves": self.trial_curves(), "time_curves": self.time_curves(points),
             "runs": [{"tuner": r.tuner, "seed": r.seed, "stopped": r.stopped, "misses": r.misses,

@@ -20,7 +20,7 @@ measurement; with no ``ok`` one, its first failure. With ``keep="newest"`` it ke
 newest ``ok`` measurement instead: after ``retime`` measured a recording's fastest configs
 again with the full protocol, those measurements replace the earlier single ones, whether
 faster or slower (a lucky fast reading of a one-round sample would otherwise stand). Records whose config no longer
-fits the space (another version of the space) are left out and counted.
+fits the space, or that the space's rules now reject (another version of the space), are left out and counted.
 
 A config the tuner proposes that the recording lacks is a *miss*, handled by ``miss``:
 
@@ -114,7 +114,9 @@ class RecordedTrial:
 class Recording:
     """Recorded measurements of one task: config (canonical JSON) -> ``RecordedTrial``.
 
-    ``unusable`` counts records left out (their config does not fit ``task.space``),
+    ``unusable`` counts records left out: their config does not fit ``task.space`` or the
+    space now rejects it (a tuner could not propose it, and its features would not describe
+    what was measured),
     ``duplicates`` records of a config already recorded (see the module docstring for
     which one is kept). ``source`` says where it came from, for reports.
     """
@@ -189,6 +191,9 @@ class Recording:
                 config = Config.from_json(rec.config)
                 task.space.knobs.check(config)
             except ValueError:
+                recording.unusable += 1
+                continue
+            if task.space.check(config) is not None:  # valid when recorded; the space's rules changed since
                 recording.unusable += 1
                 continue
             recording.add(config, RecordedTrial.from_record(rec))

@@ -172,6 +172,18 @@ def test_records_of_another_space_are_left_out_and_counted(task):
     assert len(recording) == 1 and recording.unusable == 1 and recording.optimum_s == 1e-3
 
 
+def test_records_the_space_now_rejects_are_left_out_and_counted(task):
+    """A config valid when it was measured that the space's rules now reject (a rule added
+    since) is no candidate a tuner could propose: it is left out, and the report says so."""
+    rng = random.Random(0)
+    rejected = next(c for c in (task.space.knobs.sample(rng) for _ in range(2000)) if task.space.check(c))
+    good = make_record(task, task.space.sample(random.Random(0)), "ok", 1e-3)
+    recording = Recording.from_records([good, make_record(task, rejected, "ok", 1e-4)])
+    assert len(recording) == 1 and recording.unusable == 1 and recording.optimum_s == 1e-3
+    report = ReplayReport.from_runs(recording, {}, trials=1, miss="skip")
+    assert report.left_out == 1 and "1 records outside the current space left out" in report.header()
+
+
 def test_mixed_sources_and_empty_recordings_are_refused(task):
     import random
 
