@@ -130,7 +130,8 @@ class XGBCostModel:
 
     def __init__(self, seed: int = 0, objective: str = "reg:squarederror", num_rounds: int = 50,
                  max_depth: int = 5, learning_rate: float = 0.2, nthread: int | None = None,
-                 pairs_per_sample: int = 32, min_child_weight: float | None = None, max_bin: int = 64):
+                 pairs_per_sample: int = 32, min_child_weight: float | None = None, max_bin: int = 64,
+                 warm_weight: float | None = None):
         if objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
         self.seed = seed
@@ -150,6 +151,9 @@ class XGBCostModel:
         }
         if ranking:
             self.params.update(lambdarank_pair_method="mean", lambdarank_num_pair_per_sample=pairs_per_sample)
+        if warm_weight is not None and not warm_weight > 0:
+            raise ValueError(f"warm_weight must be positive (or None), got {warm_weight!r}")
+        self.warm_weight = warm_weight
         self.booster = None  # an xgboost.Booster once fitted
         self._warm_x: np.ndarray | None = None
         self._warm_costs: np.ndarray | None = None
@@ -181,23 +185,34 @@ class XGBCostModel:
         """
         x, c = _check_xy(features, costs)
         g = np.zeros(len(c), dtype=np.int64) if groups is None else _dense_groups(groups)
+        w = np.ones(len(c))
         if self._warm_x is not None:
             x = np.concatenate([x, self._warm_x])
             c = np.concatenate([c, self._warm_costs])
             g = np.concatenate([g, self._warm_groups + g.max(initial=-1) + 1])
+            w = np.concatenate([w, np.full(len(self._warm_costs), self._warm_record_weight())])
         rel = relevance(c, g)
         if len(np.unique(rel)) < 2:
             self.booster = None
             return self
         order = np.argsort(g, kind="stable")  # xgboost wants each query group contiguous
-        x, rel, g = x[order], rel[order], g[order]
+        x, rel, g, w = x[order], rel[order], g[order], w[order]
         label = np.round(rel * NDCG_LEVELS) if self.objective == "rank:ndcg" else rel
         xgb = _xgboost()
-        dtrain = xgb.DMatrix(x, label=label, nthread=self.params["nthread"])
+        ranking = self.objective.startswith("rank:")  # xgboost weighs ranking groups, not records
+        dtrain = xgb.DMatrix(x, label=label, weight=None if ranking else w, nthread=self.params["nthread"])
         if self.objective.startswith("rank:"):
             dtrain.set_group(np.unique(g, return_counts=True)[1])
         self.booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
         return self
+
+    def _warm_record_weight(self) -> float:
+        """Each warm-start record's weight: 1, or with ``warm_weight`` that total shared
+        among them (at most 1 each), so the task's own records outweigh them once more
+        than ``warm_weight`` were measured."""
+        if self.warm_weight is None:
+            return 1.0
+        return min(1.0, self.warm_weight / max(1, len(self._warm_costs)))
 
     # ------------------------------------------------------------ inference
 

@@ -70,7 +70,7 @@ MISS_ERROR = "replay: config not in the recording"
 MISSES_PER_TRIAL = 4
 
 __all__ = ["MISS_ERROR", "MISS_MODES", "Miss", "RecordedBuilder", "RecordedRunner", "RecordedSpace", "RecordedTrial",
-           "Recording", "ReplayLoop", "ReplayRun", "replay", "replay_one", "sample"]
+           "Recording", "ReplayLoop", "ReplayRun", "WarmStart", "replay", "replay_one", "sample", "transfer_records"]
 
 
 # ---------------------------------------------------------------- the recording
@@ -403,9 +403,12 @@ class ReplayRun:
 
 def replay_one(recording: Recording, tuner: str, seed: int = 0, *, trials: int = 1000, batch_size: int = 64,
                miss: str = "skip", max_misses: int | None = None, restrict: bool = False,
-               features=None) -> ReplayRun:
+               features=None, warm_start: "WarmStart | None" = None) -> ReplayRun:
     """Replay ``tuner`` with ``seed`` for up to ``trials`` trials against ``recording``
     (over the recorded configs only with ``restrict``, see the module docstring).
+    ``warm_start`` (from ``transfer_records``): records of other workloads a tuner that
+    accepts a warm start learns from before its first batch, as ``tune(transfer=True)``
+    warm-starts from a database's other workloads.
 
     The tuner is made exactly as ``autotune.tune`` makes it, so a recorded run replays
     config for config. ``features`` (a ``FeatureCache``) may be shared between replays
@@ -424,6 +427,8 @@ def replay_one(recording: Recording, tuner: str, seed: int = 0, *, trials: int =
         space = RecordedSpace(task.space, recording) if restrict else task.space
         search = make_tuner(tuner, space, seed=seed, feature_fn=lambda c: features.get(task, c),
                             features_many=lambda cs: features.get_many(task, cs))
+        if warm_start is not None and search.accepts_warm_start:
+            search.warm_start(warm_start.features, warm_start.costs, warm_start.groups)
         loop = ReplayLoop(task, search, RecordedBuilder(recording), RecordedRunner(recording), trials=trials,
                           batch_size=batch_size, miss=miss, max_misses=max_misses)
         result = loop.run()
@@ -441,13 +446,16 @@ def replay_one(recording: Recording, tuner: str, seed: int = 0, *, trials: int =
 
 def replay(recording: Recording, tuners: Sequence[str], seeds: int | Sequence[int] = 20, *, trials: int = 1000,
            batch_size: int = 64, miss: str = "skip", max_misses: int | None = None, restrict: bool = False,
-           on_run=None, jobs: int = 1):
+           on_run=None, jobs: int = 1, transfer: Sequence[Recording] = (), transfer_limit: int = 1000):
     """Replay every tuner with every seed against ``recording``; a ``replay_report.ReplayReport``.
 
     ``seeds``: a count (seeds 0 .. n-1) or the seeds themselves. ``on_run(run)`` is
     called after each replayed run, in order (for progress). One feature cache serves
     every run. ``jobs`` > 1 replays that many runs at a time in forked processes: each
     run is deterministic under its seed, so the report is the same as with ``jobs=1``.
+    ``transfer``: recordings of other workloads (on the same target kind) whose records,
+    up to ``transfer_limit`` of each (``transfer_records``), warm-start every tuner that
+    accepts a warm start, as a database holding their tuning history would.
     """
     from .features import FeatureCache
     from .replay_report import ReplayReport
@@ -472,6 +480,8 @@ def replay(recording: Recording, tuners: Sequence[str], seeds: int | Sequence[in
     options = dict(trials=trials, batch_size=batch_size, miss=miss, max_misses=max_misses, restrict=restrict)
     features = FeatureCache(workers=os.cpu_count() or 1)
     try:
+        if transfer:
+            options["warm_start"] = transfer_records(transfer, features, recording, transfer_limit)
         for run in _replay_pairs(recording, pairs, options, features, jobs):
             runs[run.tuner].append(run)
             if on_run is not None:
@@ -517,6 +527,54 @@ def _replay_forked(pair: tuple[str, int]) -> ReplayRun:
     recording, options, features = _FORKED
     tuner, seed = pair
     return replay_one(recording, tuner, seed, features=features, **options)
+
+
+# ---------------------------------------------------------------- transfer
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Records of other workloads for a cost model: features, costs (seconds, inf for a
+    failure) and one query group per workload (``CostModel.warm_start``'s arguments)."""
+
+    features: "object"   # (n, d) float32 array
+    costs: list
+    groups: list
+
+    def __len__(self) -> int:
+        return len(self.costs)
+
+
+def transfer_records(recordings: Sequence[Recording], features, target: Recording, limit: int = 1000) -> WarmStart:
+    """The ``WarmStart`` of ``recordings`` for a replay of ``target``: up to ``limit`` records
+    of each (an even spread over its configs in their recorded order, so the choice does
+    not depend on a seed), one group per workload; ``features`` a ``FeatureCache``.
+
+    Recordings of ``target``'s own workload, or of another target kind, are refused: their
+    records would tell the model the answers it is being tested on, or describe another
+    machine.
+    """
+    import numpy as np
+
+    if not isinstance(limit, int) or limit <= 0:
+        raise ValueError(f"transfer_limit must be a positive int, got {limit!r}")
+    xs, costs, groups = [], [], []
+    for other in recordings:
+        if other.task.key == target.task.key:
+            raise ValueError(f"cannot transfer from {other.task.key} to itself: its records are the answers")
+        if other.task.target_kind != target.task.target_kind:
+            raise ValueError(f"cannot transfer from {other.task.target_kind} records to a replay on "
+                             f"{target.task.target_kind}")
+        keys = list(other.trials)
+        step = max(1, len(keys) / limit)
+        chosen = [keys[int(i * step)] for i in range(min(limit, len(keys)))]
+        configs = [Config.from_json(k) for k in chosen]
+        xs.append(np.asarray(features.get_many(other.task, configs), dtype=np.float32))
+        costs += [other.trials[k].cost for k in chosen]
+        groups += [other.task.key] * len(chosen)
+    if not costs:
+        raise ValueError("transfer needs at least one recording")
+    return WarmStart(np.concatenate(xs), costs, groups)
 
 
 # ---------------------------------------------------------------- making a recording

@@ -2,6 +2,7 @@
 
     python bench/search_strategies.py [--record 3000] [--tuners xgb,ga,random,grid] [--seeds 20]
                                       [--trials 1000] [--db bench/out/strategies.db] [--only matmul]
+                                      [--rerecord] [--transfer]
 
 For each workload below: unless ``--db`` already holds ``--record`` records of it, load the
 recording kept in bench/data/recording-<name>.jsonl.gz, or else measure that many
@@ -17,10 +18,18 @@ the recorded optimum. ``--record 0`` replays what the database holds without mea
 Before its first replay, a recording's ``--retime`` fastest configs are measured again with
 the full protocol (``autotune.replaying.retime``, stored as a run of tuner "retime" and
 saved with the recording); the replays use those measurements (``keep="newest"``).
+
+A recording describes the space it was measured in: when a space gains knobs or rules,
+records it now rejects are left out (the report counts them) and the region the new
+knobs open was never recorded, so measure it again with ``--rerecord`` (into a database
+of its own, ``bench/out/recording-<name>.db``, replacing the kept file). ``--transfer``
+adds the row xgb+transfer: xgb whose model first learns from the other recordings of the
+same operator, as ``autotune tune --transfer`` learns from a database's other shapes.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import math
@@ -70,60 +79,103 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="one workload of " + ", ".join(WORKLOADS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="replays run at a time")
     parser.add_argument("--record-only", action="store_true", help="measure the recordings, replay nothing")
+    parser.add_argument("--rerecord", action="store_true",
+                        help="measure the chosen workloads' recordings again, from scratch, in the current schedule "
+                             "space (a space that gained knobs or rules since a recording was kept is searched "
+                             "where the recording never looked), replacing the kept files")
     parser.add_argument("--retime", type=int, default=RETIME, metavar="K",
                         help="measure the K fastest recorded configs again with the full protocol, once per "
                              "recording, and replay with those measurements (0: never)")
+    parser.add_argument("--transfer", action="store_true",
+                        help="also replay xgb warm-started from the other recordings of the same operator "
+                             "(as `autotune tune --transfer` learns from a database's other shapes): row xgb+transfer")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    chosen = {args.only: WORKLOADS[args.only]} if args.only else WORKLOADS
+    chosen = [args.only] if args.only else list(WORKLOADS)
+    # Transfer needs the other recordings too; they are loaded, not measured.
+    wanted = list(WORKLOADS) if args.transfer else chosen
+    recordings = {name: obtain_recording(name, args, measure=name in chosen) for name in wanted}
+    if args.record_only:
+        return
     goals = []
     replay_s = 0.0  # the replays alone, not loading or measuring the recordings
-    with Database(args.db) as db:
-        for name, (op, params) in chosen.items():
-            task = Task(op, params, "cpu")
-            saved = os.path.join(DATA, f"recording-{name}.jsonl.gz")
-            have = len(db.records_for_task(task.key, "cpu"))
-            if (have < args.record or not have) and os.path.exists(saved):
-                with gzip.open(saved, "rt") as f:
-                    print(f"{name}: {db.import_jsonl(f)} records loaded from {saved}", flush=True)
-                have = len(db.records_for_task(task.key, "cpu"))
-            if have < args.record:
-                print(f"{name}: measuring {args.record - have} random configs (have {have})", flush=True)
-                sample(task, args.record, db, resume=True, batch_size=args.batch_size,  # the rest, no repeats
-                       **RECORD_OPTIONS)
-                with gzip.open(saved, "wt") as f:
-                    db.export_jsonl(f, task.key)
-                print(f"{name}: recording saved in {saved}", flush=True)
-                have = len(db.records_for_task(task.key, "cpu"))
-            if args.retime and have and not any(run.tuner == "retime" for run in db.list_runs(task.key)):
-                print(f"{name}: measuring the {args.retime} fastest recorded configs again (3 rounds)", flush=True)
-                retime(Recording.from_db(db, task.key, "cpu", task=task), db, args.retime)
-                with gzip.open(saved, "wt") as f:
-                    db.export_jsonl(f, task.key)
-                print(f"{name}: recording saved in {saved}", flush=True)
-            if args.record_only:
-                continue
-            if not have:
-                print(f"{name}: nothing recorded (no {saved}); measure it with --record N", flush=True)
-                continue
-            recording = Recording.from_db(db, task.key, "cpu", task=task, keep="newest")  # re-timed ones count
-            started = time.perf_counter()
-            report = replay(recording, args.tuners.split(","), args.seeds, trials=args.trials,
-                            batch_size=args.batch_size, restrict=True, on_run=_progress, jobs=args.jobs)
-            replay_s += time.perf_counter() - started
-            stem = os.path.join(OUT, f"strategies-{name}")
-            with open(stem + ".json", "w") as f:
-                json.dump(report.to_json(), f)
-            report.plot(stem + ".png")
-            print(report.header())
-            print("\n".join(report.table()))
-            print(f"wrote {stem}.json and {stem}.png\n", flush=True)
-            goals += goal_lines(name, report)
+    for name in chosen:
+        recording = recordings[name]
+        if recording is None:
+            print(f"{name}: nothing recorded; measure it with --record N", flush=True)
+            continue
+        started = time.perf_counter()
+        report = replay(recording, args.tuners.split(","), args.seeds, trials=args.trials,
+                        batch_size=args.batch_size, restrict=True, on_run=_progress, jobs=args.jobs)
+        sources = [r for other, r in recordings.items()
+                   if other != name and r is not None and r.task.workload_name == recording.task.workload_name]
+        if args.transfer and sources:
+            warm = replay(recording, ["xgb"], args.seeds, trials=args.trials, batch_size=args.batch_size,
+                          restrict=True, on_run=_progress, jobs=args.jobs, transfer=sources)
+            report.runs[TRANSFER_ROW] = [dataclasses.replace(run, tuner=TRANSFER_ROW) for run in warm.runs["xgb"]]
+            print(f"{name}: {TRANSFER_ROW} learns from {', '.join(o for o, r in recordings.items() if r in sources)} "
+                  f"first", flush=True)
+        elif args.transfer:
+            print(f"{name}: no other recording of {recording.task.workload_name}, so no {TRANSFER_ROW} row",
+                  flush=True)
+        replay_s += time.perf_counter() - started
+        stem = os.path.join(OUT, f"strategies-{name}")
+        with open(stem + ".json", "w") as f:
+            json.dump(report.to_json(), f)
+        report.plot(stem + ".png")
+        print(report.header())
+        print("\n".join(report.table()))
+        print(f"wrote {stem}.json and {stem}.png\n", flush=True)
+        goals += goal_lines(name, report)
     if goals:
         print(f"trials to {GOAL_FRACTION:g}x of the recorded optimum at the {'/'.join(map(str, PERCENTS))}th "
               f"percentiles over {args.seeds} seeds (never: not within {args.trials} trials)")
         print("\n".join(goals))
         print(f"replays: {replay_s:.0f} s in all, {args.jobs} at a time")
+
+
+#: The report row of xgb warm-started from the other recordings of the operator (``--transfer``).
+TRANSFER_ROW = "xgb+transfer"
+
+
+def obtain_recording(name: str, args, measure: bool) -> Recording | None:
+    """``name``'s recording: from ``args.db``, else from the file kept in bench/data, else (or
+    with ``--rerecord``) measured; re-timed once (``--retime``). None when nothing is recorded
+    and ``measure`` is off (or ``--record 0``)."""
+    op, params = WORKLOADS[name]
+    task = Task(op, params, "cpu")
+    saved = os.path.join(DATA, f"recording-{name}.jsonl.gz")
+    path = args.db
+    if measure and args.rerecord:  # a database of its own, so no record of an older space mixes in
+        path = os.path.join(OUT, f"recording-{name}.db")
+        for stale in (path, path + "-wal", path + "-shm"):
+            if os.path.exists(stale):
+                os.remove(stale)
+    with Database(path) as db:
+        have = len(db.records_for_task(task.key, "cpu"))
+        if not args.rerecord and (have < args.record or not have) and os.path.exists(saved):
+            with gzip.open(saved, "rt") as f:
+                print(f"{name}: {db.import_jsonl(f)} records loaded from {saved}", flush=True)
+            have = len(db.records_for_task(task.key, "cpu"))
+        if measure and have < args.record:
+            print(f"{name}: measuring {args.record - have} random configs (have {have})", flush=True)
+            sample(task, args.record, db, resume=True, batch_size=args.batch_size,  # the rest, no repeats
+                   **RECORD_OPTIONS)
+            _save(db, task, saved)
+            have = len(db.records_for_task(task.key, "cpu"))
+        if not have:
+            return None
+        if measure and args.retime and not any(run.tuner == "retime" for run in db.list_runs(task.key)):
+            print(f"{name}: measuring the {args.retime} fastest recorded configs again (3 rounds)", flush=True)
+            retime(Recording.from_db(db, task.key, "cpu", task=task), db, args.retime)
+            _save(db, task, saved)
+        return Recording.from_db(db, task.key, "cpu", task=task, keep="newest")  # re-timed ones count
+
+
+def _save(db, task: Task, saved: str) -> None:
+    with gzip.open(saved, "wt") as f:
+        db.export_jsonl(f, task.key)
+    print(f"{task.workload_name}: recording saved in {saved}", flush=True)
 
 
 #: The fraction of the recorded optimum the goal is stated for, and the percentiles shown.
@@ -132,21 +184,23 @@ PERCENTS = (25, 50, 75)
 
 
 def goal_lines(name: str, report) -> list[str]:
-    """Per tuner, trials to GOAL_FRACTION at each of PERCENTS; then whether xgb needs at most
-    a third of random's trials and fewer than GA's at every percentile ("never" is more than
-    any number: xgb never getting there fails, random never getting there passes)."""
+    """Per tuner, trials to GOAL_FRACTION at each of PERCENTS; then, for xgb (and xgb+transfer),
+    whether it needs at most a third of random's trials and fewer than GA's at every
+    percentile ("never" is more than any number: xgb never getting there fails, random
+    never getting there passes)."""
     table = report.trials_percentiles(GOAL_FRACTION, PERCENTS)
-    lines = [f"{name:12} {tuner:7} " + "  ".join(f"{_cell(v):>6}" for v in values) for tuner, values in table.items()]
-    xgb = [_inf(v) for v in table.get("xgb", [])]
-    checks = []
-    if xgb and "random" in table:
-        ok = all(math.isfinite(x) and x <= _inf(r) / 3 for x, r in zip(xgb, table["random"]))
-        checks.append(f"xgb <= random/3: {'yes' if ok else 'NO'}")
-    if xgb and "ga" in table:
-        ok = all(x < _inf(g) for x, g in zip(xgb, table["ga"]))
-        checks.append(f"xgb < ga: {'yes' if ok else 'NO'}")
-    if checks:
-        lines.append(f"{name:12} goal    " + ", ".join(checks))
+    lines = [f"{name:12} {tuner:12} " + "  ".join(f"{_cell(v):>6}" for v in values) for tuner, values in table.items()]
+    for guided in ("xgb", TRANSFER_ROW):
+        trials = [_inf(v) for v in table.get(guided, [])]
+        checks = []
+        if trials and "random" in table:
+            ok = all(math.isfinite(x) and x <= _inf(r) / 3 for x, r in zip(trials, table["random"]))
+            checks.append(f"<= random/3: {'yes' if ok else 'NO'}")
+        if trials and "ga" in table:
+            ok = all(x < _inf(g) for x, g in zip(trials, table["ga"]))
+            checks.append(f"< ga: {'yes' if ok else 'NO'}")
+        if checks:
+            lines.append(f"{name:12} goal {guided:7} " + ", ".join(checks))
     return lines
 
 

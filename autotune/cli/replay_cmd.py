@@ -42,11 +42,14 @@ MISS_HELP = ("What a config missing from the recording does: skip (not a trial, 
                    "nearly every other proposal would miss.")
 @click.option("--jobs", type=opt.POSITIVE_INT, default=None, metavar="N",
               help="Replay N runs at a time (same report) [default: the usable CPUs].")
+@click.option("--transfer", is_flag=True,
+              help="Tuners with a cost model (xgb) first learn from the records of the op's other workloads "
+                   "in the database (up to 1000 of each), as `tune --transfer` does.")
 @opt.json_flag("Print the report (curves and every run) as one JSON document.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Draw best-so-far curves per strategy into FILE (.png or .svg).")
 def replay_cmd(db_url, workload, target, tuners, seeds, trials, batch_size, miss, max_misses, restrict, jobs,
-               as_json, plot):
+               transfer, as_json, plot):
     """Replay tuners against the measurements stored for one workload: no builds, no device runs.
 
     Each recorded config "measures" as its recorded status and cost; model training and
@@ -65,12 +68,18 @@ def replay_cmd(db_url, workload, target, tuners, seeds, trials, batch_size, miss
     with opt.open_db(db_url, create=False) as db:  # replay only reads
         key = opt.pick_workload(db, workload, target, "replay")
         recording = Recording.from_db(db, key, target)
+        sources = _other_workloads(db, recording) if transfer else []
+    if transfer and not sources:
+        raise click.UsageError(f"--transfer: the database holds no other {recording.task.workload_name} workload on "
+                               f"{recording.task.target_kind} to learn from")
     if not as_json:
         click.echo(_describe(recording))
+        for other in sources:
+            click.echo(f"transfer: {min(len(other), TRANSFER_LIMIT)} records of {other.task.key}")
     progress = _progress_line if sys.stderr.isatty() else None
     report = replay(recording, tuners or ("xgb", "ga", "random"), seeds, trials=trials, batch_size=batch_size,
                     miss=miss, max_misses=max_misses, restrict=restrict, on_run=progress,
-                    jobs=jobs or len(os.sched_getaffinity(0)))
+                    jobs=jobs or len(os.sched_getaffinity(0)), transfer=sources, transfer_limit=TRANSFER_LIMIT)
     if plot is not None:
         try:
             report.plot(plot)
@@ -84,6 +93,27 @@ def replay_cmd(db_url, workload, target, tuners, seeds, trials, batch_size, miss
         click.echo(line)
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+#: Records of each other workload a ``--transfer`` replay learns from (``tune``'s default limit).
+TRANSFER_LIMIT = 1000
+
+
+def _other_workloads(db, recording) -> list:
+    """The recordings of the other workloads of ``recording``'s op on its target kind (those
+    whose workload can be rebuilt here and whose records fit the current space)."""
+    from ..replaying import Recording
+
+    task = recording.task
+    out = []
+    for summary in db.list_workloads(task.target_kind):
+        if summary.name != task.workload_name or summary.key == task.key:
+            continue
+        try:
+            out.append(Recording.from_db(db, summary.key, task.target_kind))
+        except ValueError:  # not rebuildable here, or nothing fits the current space
+            continue
+    return out
 
 
 def _describe(recording) -> str:

@@ -19,6 +19,7 @@ from autotune.measure import BuildResult, MeasureResult, Status
 from autotune.replay_report import ReplayReport
 from autotune.replaying import (
     MISS_ERROR, RecordedBuilder, RecordedRunner, RecordedTrial, Recording, ReplayRun, replay, replay_one, retime,
+    transfer_records,
 )
 from autotune.runner import TimingOptions
 from autotune.task import Task
@@ -365,3 +366,64 @@ def test_replay_reproduces_a_really_measured_xgb_run(tmp_path, monkeypatch):
         original = [Config.from_json(r.config).to_json() for r in db.history(result.run_id)]
         run = replay_one(Recording.from_db(db, task.key, "cpu"), "xgb", 5, trials=40, batch_size=8)
     assert run.configs == original
+
+
+# ---------------------------------------------------------------- transfer
+
+
+def _shaped_cost(config: Config) -> float:
+    """A made-up cost that the loop nest decides alike in every matmul shape: kernels that
+    pack an operand, and more so fully unrolled ones, are faster, so what one shape teaches holds in
+    another."""
+    v = config.values
+    speed = 1 + 2 * (v["C.pack"] in ("A", "B")) + (v["C.unroll"] == 256)
+    return 1e-3 / speed * (1 + (int(config.hash[:6], 16) % 7) / 100)
+
+
+def _shaped_recording(shape: dict, count: int, seed: int) -> Recording:
+    task = Task("matmul", shape, "cpu")
+    rng = random.Random(seed)
+    configs = list({c.hash: c for c in (task.space.sample(rng) for _ in range(count))}.values())
+    return Recording(task, {c.to_json(): RecordedTrial(Status.OK, (_shaped_cost(c),), 0.1, 0.01) for c in configs})
+
+
+@pytest.fixture(scope="module")
+def shaped():
+    return {"target": _shaped_recording(SHAPE, 160, 1), "other": _shaped_recording(dict(M=32, N=24, K=16), 160, 2)}
+
+
+def test_transfer_warm_starts_the_model_so_its_first_batch_is_chosen(shaped):
+    """Warm-started from another shape's recording (``replay(..., transfer=...)``), xgb's
+    first batch comes from the model and holds the target's fast configs; cold, it is the
+    starting points and random draws, as random's is."""
+    target = shaped["target"]
+    optimum = target.optimum_s
+    fast = {k for k, t in target.trials.items() if t.cost <= optimum * 1.1}
+    assert 0 < len(fast) < len(target) / 4
+    warm = replay(target, ["xgb", "random"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True,
+                  transfer=[shaped["other"]])
+    cold = replay(target, ["xgb"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True)
+    for run in warm.runs["xgb"]:
+        assert sum(c in fast for c in run.configs) >= 6, run.configs
+    assert sum(c in fast for run in cold.runs["xgb"] for c in run.configs) <= 8
+    # tuners without a model ignore the transfer: random proposes as it does cold
+    assert [r.configs for r in warm.runs["random"]] == [
+        r.configs for r in replay(target, ["random"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True).runs["random"]]
+
+
+def test_transfer_records_spread_over_each_recording_and_refuse_the_answers(shaped):
+    from autotune.features import FeatureCache
+
+    features = FeatureCache()
+    try:
+        warm = transfer_records([shaped["other"]], features, shaped["target"], limit=40)
+        assert len(warm) == 40 and warm.features.shape[0] == 40 and set(warm.groups) == {shaped["other"].task.key}
+        keys = list(shaped["other"].trials)
+        step = len(keys) / 40
+        assert warm.costs == [shaped["other"].trials[keys[int(i * step)]].cost for i in range(40)]
+        with pytest.raises(ValueError, match="to itself"):
+            transfer_records([shaped["target"]], features, shaped["target"])
+        with pytest.raises(ValueError, match="positive"):
+            transfer_records([shaped["other"]], features, shaped["target"], limit=0)
+    finally:
+        features.close()

@@ -109,3 +109,18 @@ def test_sample_measures_distinct_random_configs_into_the_database(cli):
         records = db.history(run.id)
     assert run.tuner == "random" and run.status == "finished"
     assert len({r.config_hash for r in records}) == len(records) == 4
+
+
+def test_replay_transfer_learns_from_the_ops_other_workloads(recorded_db):
+    args = ["replay", "--db", str(recorded_db), "--workload", "matmul", "--target", "cpu", "--tuner", "xgb",
+            "--seeds", "1", "--trials", "8", "--batch-size", "8", "--restrict", "--transfer"]
+    result = invoke(*args, expect=2)
+    assert "no other matmul workload" in result.output
+    other = fill(recorded_db, dict(M=32, N=16, K=16), n=24)
+    key = Task("matmul", dict(M=16, N=16, K=16), "cpu").key
+    args[4] = key
+    out = invoke(*args).stdout
+    assert f"transfer: 24 records of {other.key}" in out
+    cold = json.loads(invoke(*args[:-1], "--json").stdout)["runs"][0]["costs"]
+    warm = json.loads(invoke(*args, "--json").stdout)["runs"][0]["costs"]
+    assert len(cold) == len(warm) == 8
