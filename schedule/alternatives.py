@@ -249,11 +249,20 @@ class AlternativesSpace(ConfigSpace):
         """Each algorithm's starting points, taken in turn (the first of each, then the
         second of each, ...), so a first batch shorter than all of them measures every
         algorithm at its best-shaped points."""
-        filler = self.sample(rng)
-        lists = [[self._as_config(name, c, filler) for c in space.starting_points(rng)]
-                 for name, space in ((DIRECT, self.primary), *self.alternatives.items())]
+        lists = [space.starting_points(rng) for space in (self.primary, *self.alternatives.values())]
+        filler = self._filler(lists[0][0] if lists[0] else self.primary.sample(rng))
+        lists = [[self._as_config(name, c, filler) for c in points]
+                 for name, points in zip((DIRECT, *self.alternatives), lists)]
         taken = [c for turn in itertools.zip_longest(*lists) for c in turn if c is not None]
         return [c for c in taken if self.check(c) is None]
+
+    def _filler(self, direct: Config) -> Config:
+        """A config of this space with ``direct``'s decisions and every alternative's knobs at
+        their defaults: what starting points leave unused is the same on every call, so
+        one schedule's starting point is one config (one record, one replayed trial)."""
+        values = dict(direct.values, **{ALGORITHM: DIRECT})
+        values.update({k.name: k.default for knobs in self._prefixed.values() for k, _ in knobs})
+        return Config(self.knobs.sketch, values)
 
     def describe(self) -> str:
         lines = [f"sketch {self.sketch_version}:"] + ["  " + self._describe_plan(p) for p in self.sketch.plans]
