@@ -1,30 +1,31 @@
 """Search strategies compared offline: replays over sampled recordings of four workloads.
 
     python bench/search_strategies.py [--record 3000] [--tuners xgb,ga,random,grid] [--seeds 20]
-                                      [--trials 1000] [--db bench/out/strategies.db] [--only matmul]
-                                      [--rerecord] [--transfer]
+                                      [--trials 1000] [--only matmul] [--transfer]
+                                      [--rerecord [--resume]]
 
-For each workload below: unless ``--db`` already holds ``--record`` records of it, load the
-recording kept in bench/data/recording-<name>.jsonl.gz, or else measure that many
-distinct random configs into it (``autotune.replaying.sample``: the long part, about half
-an hour per workload on 2 cores) and save them there, then replay every tuner with every seed against
-everything recorded for it, searching the recorded configs only (``autotune.replay(...,
-restrict=True)``: a random sample is sparse, so other proposals would nearly all miss),
-and write
+For each workload below: load the recording kept in bench/data/recording-<name>.jsonl.gz
+into a database of its own (bench/out/recording-<name>.db), or, when there is none or with
+``--rerecord``, measure ``--record`` distinct random configs into it
+(``autotune.replaying.sample``: the long part, 20-40 minutes per workload on 2 cores;
+``--resume`` continues a recording that was stopped) and save them there. Then replay
+every tuner with every seed against everything recorded for it, searching the recorded
+configs only (``autotune.replay(..., restrict=True)``: a random sample is sparse, so other
+proposals would nearly all miss), and write
   bench/out/strategies-<name>.json   the report: summary, curves, every run
   bench/out/strategies-<name>.png    best-so-far against trials and simulated seconds
 and print each workload's table: trials and simulated seconds to 0.9x / 0.95x / 1.0x of
-the recorded optimum. ``--record 0`` replays what the database holds without measuring.
-Before its first replay, a recording's ``--retime`` fastest configs are measured again with
-the full protocol (``autotune.replaying.retime``, stored as a run of tuner "retime" and
-saved with the recording); the replays use those measurements (``keep="newest"``).
+the recorded optimum. After it is measured, a recording's ``--retime`` fastest configs are
+measured again with the full protocol (``autotune.replaying.retime``, stored as a run of
+tuner "retime" and saved with the recording); the replays use those measurements
+(``keep="newest"``).
 
 A recording describes the space it was measured in: when a space gains knobs or rules,
 records it now rejects are left out (the report counts them) and the region the new
-knobs open was never recorded, so measure it again with ``--rerecord`` (into a database
-of its own, ``bench/out/recording-<name>.db``, replacing the kept file). ``--transfer``
-adds the row xgb+transfer: xgb whose model first learns from the other recordings of the
-same operator, as ``autotune tune --transfer`` learns from a database's other shapes.
+knobs open was never recorded, so measure it again with ``--rerecord`` (which replaces the
+kept file). ``--transfer`` adds the row xgb+transfer: xgb whose model first learns from the
+other recordings of the same operator, as ``autotune tune --transfer`` learns from a
+database's other shapes; ``TRANSFER_SOURCES`` are recorded for that alone.
 """
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ WORKLOADS = {
     "conv2d": ("conv2d", dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1)),
     "dense": ("dense", dict(M=128, N=768, K=768, bias=True, relu=True)),
 }
+#: Recorded only to be learnt from: with ``--transfer``, xgb replays on a workload warm-started
+#: from the other recordings of its operator, and dense has no other workload above.
+TRANSFER_SOURCES = {
+    "dense-wide": ("dense", dict(M=64, N=1024, K=512, bias=True, relu=True)),
+}
+RECORDED = {**WORKLOADS, **TRANSFER_SOURCES}
 
 #: How the recordings are measured: one round each (a replay ranks configs; it does not
 #: need the precision of a reported figure), a config twice as slow as the best so far
@@ -75,10 +82,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--db", default=os.path.join(OUT, "strategies.db"))
-    parser.add_argument("--only", default=None, help="one workload of " + ", ".join(WORKLOADS))
+    parser.add_argument("--only", default=None, choices=list(RECORDED),
+                        help="one workload (a transfer source is recorded, not replayed)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="replays run at a time")
     parser.add_argument("--record-only", action="store_true", help="measure the recordings, replay nothing")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --rerecord: continue the recording bench/out/recording-<name>.db holds")
     parser.add_argument("--rerecord", action="store_true",
                         help="measure the chosen workloads' recordings again, from scratch, in the current schedule "
                              "space (a space that gained knobs or rules since a recording was kept is searched "
@@ -91,15 +100,15 @@ def main() -> None:
                              "(as `autotune tune --transfer` learns from a database's other shapes): row xgb+transfer")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    chosen = [args.only] if args.only else list(WORKLOADS)
-    # Transfer needs the other recordings too; they are loaded, not measured.
-    wanted = list(WORKLOADS) if args.transfer else chosen
+    chosen = [args.only] if args.only else list(RECORDED)
+    # Transfer needs the other recordings too; they are loaded, measured only if chosen.
+    wanted = list(RECORDED) if args.transfer else chosen
     recordings = {name: obtain_recording(name, args, measure=name in chosen) for name in wanted}
     if args.record_only:
         return
     goals = []
     replay_s = 0.0  # the replays alone, not loading or measuring the recordings
-    for name in chosen:
+    for name in (n for n in chosen if n in WORKLOADS):
         recording = recordings[name]
         if recording is None:
             print(f"{name}: nothing recorded; measure it with --record N", flush=True)
@@ -139,24 +148,25 @@ TRANSFER_ROW = "xgb+transfer"
 
 
 def obtain_recording(name: str, args, measure: bool) -> Recording | None:
-    """``name``'s recording: from ``args.db``, else from the file kept in bench/data, else (or
-    with ``--rerecord``) measured; re-timed once (``--retime``). None when nothing is recorded
-    and ``measure`` is off (or ``--record 0``)."""
-    op, params = WORKLOADS[name]
+    """``name``'s recording, in a database of its own, ``bench/out/recording-<name>.db``: the
+    file kept in bench/data loaded afresh (so records of an older recording never mix in),
+    or, with ``--rerecord`` or no kept file, ``--record`` random configs measured (resumed if
+    that database already holds some) and saved there; re-timed once (``--retime``). None
+    when there is nothing and ``measure`` is off (or ``--record 0``)."""
+    op, params = RECORDED[name]
     task = Task(op, params, "cpu")
     saved = os.path.join(DATA, f"recording-{name}.jsonl.gz")
-    path = args.db
-    if measure and args.rerecord:  # a database of its own, so no record of an older space mixes in
-        path = os.path.join(OUT, f"recording-{name}.db")
+    path = os.path.join(OUT, f"recording-{name}.db")
+    load = os.path.exists(saved) and not (measure and args.rerecord)
+    if load or (measure and args.rerecord and not args.resume):
         for stale in (path, path + "-wal", path + "-shm"):
             if os.path.exists(stale):
                 os.remove(stale)
     with Database(path) as db:
-        have = len(db.records_for_task(task.key, "cpu"))
-        if not args.rerecord and (have < args.record or not have) and os.path.exists(saved):
+        if load:
             with gzip.open(saved, "rt") as f:
                 print(f"{name}: {db.import_jsonl(f)} records loaded from {saved}", flush=True)
-            have = len(db.records_for_task(task.key, "cpu"))
+        have = len(db.records_for_task(task.key, "cpu"))
         if measure and have < args.record:
             print(f"{name}: measuring {args.record - have} random configs (have {have})", flush=True)
             sample(task, args.record, db, resume=True, batch_size=args.batch_size,  # the rest, no repeats
