@@ -44,7 +44,7 @@ MISS_HELP = ("What a config missing from the recording does: skip (not a trial, 
               help="Replay N runs at a time (same report) [default: the usable CPUs].")
 @click.option("--transfer", is_flag=True,
               help="Tuners with a cost model (xgb) first learn from the records of the op's other workloads "
-                   "in the database (up to 1000 of each), as `tune --transfer` does.")
+                   "in the database (up to 1000 of each), as `tune --transfer` does (it takes the newest 1000).")
 @opt.json_flag("Print the report (curves and every run) as one JSON document.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Draw best-so-far curves per strategy into FILE (.png or .svg).")
@@ -95,7 +95,8 @@ def replay_cmd(db_url, workload, target, tuners, seeds, trials, batch_size, miss
         click.echo(f"plot: {plot}")
 
 
-#: Records of each other workload a ``--transfer`` replay learns from (``tune``'s default limit).
+#: Records of each other workload a ``--transfer`` replay learns from (a recording is spread over
+#: a space; ``tune --transfer`` takes the newest 1000 records of the op in all).
 TRANSFER_LIMIT = 1000
 
 
