@@ -126,6 +126,23 @@ def test_groups_and_warm_start():
     assert pairwise_accuracy(grouped.predict(xt), ct) > 0.9
 
 
+def test_warm_weight_caps_what_the_warm_start_records_weigh():
+    """Warm-start records that teach the opposite order: uncapped, 600 of them outweigh 200
+    own records; capped at a weight of 2 in all, the own records decide."""
+    x_own, c_own = _synthetic(200, seed=3)
+    x_warm, c_warm = _synthetic(600, seed=4)
+    xt, ct = _synthetic(200, seed=5)
+    accuracy = {}
+    for cap in (None, 2.0):
+        model = XGBCostModel(seed=0, nthread=1, warm_weight=cap)
+        model.warm_start(x_warm, 1.0 / c_warm)  # the slowest there are the fastest here
+        model.fit(x_own, c_own)
+        accuracy[cap] = pairwise_accuracy(model.predict(xt), ct)
+    assert accuracy[2.0] > 0.8 > accuracy[None]
+    with pytest.raises(ValueError, match="warm_weight must be positive"):
+        XGBCostModel(warm_weight=0)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="unknown objective"):
         XGBCostModel(objective="rank:map")
