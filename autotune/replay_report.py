@@ -12,6 +12,11 @@ within 1/0.9 of the fastest recorded time. A run that ended early (space or miss
 exhausted) keeps its last value in the curves. "Trials to 0.9x" over seeds is the
 lower median with a run that never got there counted as never (so the median itself
 is "never" when more than half the runs did not get there), beside how many got there.
+
+Over the recorded configs alone (``restrict``), random search needs no replay: it draws
+the recorded configs uniformly without repeats, so its trials to a fraction follow
+from how many recorded configs reach it (``random_trials_percentiles``). Twenty sampled
+random runs scatter around those exact figures; a comparison with random reads both.
 """
 from __future__ import annotations
 
@@ -42,11 +47,13 @@ class ReplayReport:
     runs: dict = field(default_factory=dict)   # tuner -> [ReplayRun], one per seed
     restrict: bool = False   # searched the recorded configs only
     left_out: int = 0        # records outside the current space or rejected by its rules
+    costs: tuple = ()        # every recorded config's cost (inf: failed), for exact random figures
 
     @classmethod
     def from_runs(cls, recording, runs: dict, *, trials: int, miss: str, restrict: bool = False) -> "ReplayReport":
+        costs = tuple(t.cost for t in recording.trials.values())
         return cls(recording.task.key, recording.task.target_kind, len(recording), recording.n_ok,
-                   recording.optimum_s, trials, miss, runs, restrict, recording.unusable)
+                   recording.optimum_s, trials, miss, runs, restrict, recording.unusable, costs)
 
     # ------------------------------------------------------------ per run
 
@@ -110,6 +117,18 @@ class ReplayReport:
         target = self.optimum_s / fraction
         return {tuner: [_percentile_or_none([r.trials_to(target) for r in runs], p) for p in percents]
                 for tuner, runs in self.runs.items()}
+
+    def random_trials_percentiles(self, fraction: float, percents=PERCENTS) -> list[int | None]:
+        """Trials random search needs to ``fraction`` of the recorded optimum at each of
+        ``percents``, exactly: the first trial count whose chance of having drawn one of
+        the k configs that reach it, among the n recorded (uniformly, no repeats), is at
+        least the percentile: 1 - C(n-k, t) / C(n, t). None beyond the trial budget.
+        Only a replay over the recorded configs (``restrict``) draws that way."""
+        if not self.restrict:
+            raise ValueError("exact random figures hold for a replay over the recorded configs only (restrict)")
+        target = self.optimum_s / fraction
+        return exact_random_percentiles(len(self.costs), sum(c <= target for c in self.costs),
+                                        percents, self.trials)
 
     def table(self) -> list[str]:
         """The summary as text lines (a header, one line per tuner)."""
@@ -194,6 +213,27 @@ def _band(ax, xs, curve: dict, colour: str, label: str) -> None:
         return
     ax.step(xs, curve["median"], where="post", color=colour, label=label)
     ax.fill_between(xs, curve["p25"], curve["p75"], step="post", color=colour, alpha=0.2, linewidth=0)
+
+
+def exact_random_percentiles(n: int, k: int, percents=PERCENTS, budget: int | None = None) -> list[int | None]:
+    """For draws without repeats from ``n`` items of which ``k`` are good: per percent p,
+    the fewest draws t whose chance of holding a good one, 1 - C(n-k, t) / C(n, t), is
+    at least p/100 (None when that exceeds ``budget`` or nothing is good)."""
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    wanted = sorted((p / 100, i) for i, p in enumerate(percents))
+    out: list[int | None] = [None] * len(wanted)
+    if k == 0:
+        return out
+    none_good, t, w = 1.0, 0, 0  # none_good: chance that the first t draws hold no good item
+    limit = n if budget is None else min(n, budget)
+    while w < len(wanted) and t < limit:
+        none_good *= (n - k - t) / (n - t)
+        t += 1
+        while w < len(wanted) and 1.0 - none_good >= wanted[w][0] - 1e-12:
+            out[wanted[w][1]] = t
+            w += 1
+    return out
 
 
 def _spread(curves: list[list[float]]) -> dict:

@@ -194,24 +194,33 @@ PERCENTS = (25, 50, 75)
 
 
 def goal_lines(name: str, report) -> list[str]:
-    """Per tuner, trials to GOAL_FRACTION at each of PERCENTS; then, for xgb (and xgb+transfer),
-    whether it needs at most a third of random's trials and fewer than GA's at every
-    percentile ("never" is more than any number: xgb never getting there fails, random
-    never getting there passes)."""
+    """Per tuner, trials to GOAL_FRACTION at each of PERCENTS, and random search's exact
+    figures (row "random exact": what infinitely many random runs would show, from how
+    many recorded configs reach the goal); then, for xgb (and xgb+transfer), whether it
+    needs at most a third of random's trials (sampled and exact) and fewer than GA's at
+    every percentile ("never" is more than any number: xgb never getting there fails,
+    random never getting there passes)."""
     table = report.trials_percentiles(GOAL_FRACTION, PERCENTS)
+    if report.restrict:
+        table[RANDOM_EXACT] = report.random_trials_percentiles(GOAL_FRACTION, PERCENTS)
     lines = [f"{name:12} {tuner:12} " + "  ".join(f"{_cell(v):>6}" for v in values) for tuner, values in table.items()]
     for guided in ("xgb", TRANSFER_ROW):
         trials = [_inf(v) for v in table.get(guided, [])]
         checks = []
-        if trials and "random" in table:
-            ok = all(math.isfinite(x) and x <= _inf(r) / 3 for x, r in zip(trials, table["random"]))
-            checks.append(f"<= random/3: {'yes' if ok else 'NO'}")
+        for baseline in ("random", RANDOM_EXACT):
+            if trials and baseline in table:
+                ok = all(math.isfinite(x) and x <= _inf(r) / 3 for x, r in zip(trials, table[baseline]))
+                checks.append(f"<= {baseline}/3: {'yes' if ok else 'NO'}")
         if trials and "ga" in table:
             ok = all(x < _inf(g) for x, g in zip(trials, table["ga"]))
             checks.append(f"< ga: {'yes' if ok else 'NO'}")
         if checks:
             lines.append(f"{name:12} goal {guided:7} " + ", ".join(checks))
     return lines
+
+
+#: The row of random search's exact figures (``ReplayReport.random_trials_percentiles``).
+RANDOM_EXACT = "random exact"
 
 
 def _inf(value) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from autotune.cost_model import (
-    XGBCostModel, evaluate_holdout, pairwise_accuracy, relevance, top_k_score,
+    XGBCostModel, depth_for, evaluate_holdout, pairwise_accuracy, relevance, top_k_score,
 )
 
 
@@ -143,8 +143,31 @@ def test_warm_weight_caps_what_the_warm_start_records_weigh():
         XGBCostModel(warm_weight=0)
 
 
+def _tree_depth(model: XGBCostModel) -> int:
+    """The deepest split of the fitted booster (a leaf one level below its deepest split)."""
+    depths = [line.count("\t") for tree in model.booster.get_dump() for line in tree.splitlines()
+              if "[" in line]  # split lines name a feature test; leaves do not
+    return max(depths) + 1
+
+
+def test_depth_grows_with_the_records_a_fit_sees():
+    assert [depth_for(n) for n in (1, 16, 63, 64, 255, 256, 1023, 1024, 10**6)] == [2, 2, 2, 3, 3, 4, 4, 5, 5]
+    x, cost = _synthetic(2000)
+    for n, most in ((32, 2), (128, 3), (2000, 5)):
+        model = XGBCostModel(seed=0).fit(x[:n], cost[:n])
+        assert 1 <= _tree_depth(model) <= most
+    assert _tree_depth(XGBCostModel(seed=0).fit(x, cost)) == 5  # enough records fill depth 5
+    assert _tree_depth(XGBCostModel(seed=0, max_depth=4).fit(x[:32], cost[:32])) >= 3  # a fixed depth holds
+    # warm-start records count: 32 own and 900 warm records train depth 4, not 2
+    warm = XGBCostModel(seed=0)
+    warm.warm_start(x[1100:], cost[1100:])
+    assert _tree_depth(warm.fit(x[:32], cost[:32])) == 4
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="unknown objective"):
         XGBCostModel(objective="rank:map")
+    with pytest.raises(ValueError, match="max_depth"):
+        XGBCostModel(max_depth=0)
     with pytest.raises(ValueError, match="one cost per row"):
         XGBCostModel().fit(np.zeros((3, 2)), [1.0, 2.0])

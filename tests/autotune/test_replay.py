@@ -6,6 +6,7 @@ trial); a slow test does the same with the real compiler and measuring process.
 """
 from __future__ import annotations
 
+import itertools
 import random
 
 import json
@@ -16,7 +17,7 @@ import pytest
 
 import tuning_db
 from autotune.measure import BuildResult, MeasureResult, Status
-from autotune.replay_report import ReplayReport
+from autotune.replay_report import ReplayReport, exact_random_percentiles
 from autotune.replaying import (
     MISS_ERROR, RecordedBuilder, RecordedRunner, RecordedTrial, Recording, ReplayRun, replay, replay_one, retime,
     transfer_records,
@@ -92,16 +93,16 @@ def test_replay_with_the_same_tuner_and_seed_proposes_the_recorded_sequence(reco
 
 
 def test_the_recorded_xgb_run_has_model_guided_batches(recorded, task):
-    # until min_train (32) trials the xgb tuner measures the space's starting points, then
-    # samples at random; then the model chooses the last batch, so the test above compared
+    # until min_train (16) trials the xgb tuner measures the space's starting points, then
+    # samples at random; then the model chooses the batches, so the test above compared
     # model-guided proposals too
     _, runs = recorded
     points = [c.to_json() for c in task.space.starting_points(random.Random(1))]
-    assert 0 < len(points) < 32 and runs["xgb"][:len(points)] == points
+    assert 0 < len(points) < 16 and runs["xgb"][:len(points)] == points
     assert len(set(runs["xgb"])) == 40 and not set(runs["xgb"][len(points):]) & set(points)
     sampler = RandomTuner(task.space, seed=1)
     random_order = [c.to_json() for _ in range(5) for c in sampler.next_batch(8)]
-    assert runs["xgb"][32:] != random_order[32:]
+    assert runs["xgb"][16:] != random_order[16:]
 
 
 def test_simulated_seconds_are_the_recorded_build_and_run_seconds(recorded, task):
@@ -338,6 +339,31 @@ def test_replay_report_over_seeds_and_tuners(half_recording):
     assert [(r.tuner, r.seed) for r in seen] == [("random", 0), ("random", 1), ("ga", 0), ("ga", 1)]
     assert report.recorded == len(half_recording) and report.optimum_s == half_recording.optimum_s
     assert all(len(r.costs) == 6 for runs in report.runs.values() for r in runs)
+
+
+def test_exact_random_percentiles_agree_with_every_draw_order():
+    # 6 items, 2 good: over all 720 orders, the position of the first good one
+    firsts = sorted(min(order.index(0), order.index(1)) + 1 for order in itertools.permutations(range(6)))
+    percents = (10, 25, 50, 75, 90, 100)
+    by_count = [next(t for t in range(1, 7) if sum(f <= t for f in firsts) >= p / 100 * len(firsts))
+                for p in percents]
+    assert exact_random_percentiles(6, 2, percents) == by_count == [1, 1, 2, 3, 4, 5]
+    assert exact_random_percentiles(6, 2, percents, budget=3) == [1, 1, 2, 3, None, None]
+    assert exact_random_percentiles(6, 0) == [None, None, None]
+    assert exact_random_percentiles(6, 6) == [1, 1, 1]
+    with pytest.raises(ValueError, match="k <= n"):
+        exact_random_percentiles(3, 4)
+
+
+def test_exact_random_figures_match_many_sampled_random_replays(half_recording):
+    report = replay(half_recording, ["random"], seeds=300, trials=20, batch_size=4, restrict=True)
+    exact = report.random_trials_percentiles(0.9)
+    sampled = report.trials_percentiles(0.9)["random"]
+    assert all(abs(e - s) <= 1 for e, s in zip(exact, sampled)), (exact, sampled)
+    good = sum(t.cost <= half_recording.optimum_s / 0.9 for t in half_recording.trials.values())
+    assert exact == exact_random_percentiles(len(half_recording), good, budget=20)
+    with pytest.raises(ValueError, match="restrict"):
+        replay(half_recording, ["random"], seeds=1, trials=4, batch_size=4).random_trials_percentiles(0.9)
 
 
 def test_parallel_replays_give_the_runs_of_a_serial_replay_in_order(recorded, task):

@@ -289,6 +289,31 @@ def test_xgb_scores_a_small_space_whole_and_plans_its_best():
     assert plan == best
 
 
+def test_between_full_searches_a_retrain_rescores_the_last_searchs_candidates():
+    space = synthetic_space()
+    features = index_features(space)
+    tuner = _xgb(space, 2, plan_size=8, min_train=16, population=32, generations=2, early_batch=8,
+                 early_trials=64, local_share=0.0, local_parents=0, full_search_every=24,
+                 eps_random=0.0)
+
+    def step():  # one batch proposed and measured
+        batch = tuner.next_batch(8)
+        tuner.update(batch, [synthetic_cost(c) for c in batch])
+        return batch
+
+    step(), step()                              # 16 random trials
+    step()                                      # the first full search, at 16 trials
+    full, pool = tuner.last_scored, list(tuner._pool)
+    assert tuner._pool_at == 16 and full > 64
+    unvisited = [c for c in pool if not tuner.visited(c)]
+    scores = tuner.model.predict(np.stack([features(c) for c in unvisited]))  # the model after 24 trials
+    batch = step()                              # 24 - 16 < 24: rescored, not searched
+    assert tuner._pool_at == 16 and tuner.last_scored == len(unvisited) < full
+    assert batch == [unvisited[i] for i in np.argsort(-scores, kind="stable")[:8]]
+    step(), step()                              # 32 and 40 trials: 40 - 16 >= 24, a full search again
+    assert tuner._pool_at == 40 and tuner.last_scored > len(unvisited)
+
+
 def test_interleave_keeps_the_share_and_drops_duplicates():
     from autotune.tuners.model_guided import _interleave
 
