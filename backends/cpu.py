@@ -45,8 +45,8 @@ def cflags(isa_flags: tuple[str, ...] = ("-march=native",), openmp: bool = True)
 
 #: Linked into every kernel: libm, whose linker script brings glibc's libmvec when a vector variant is called.
 LIBRARIES = ("-lm",)
-#: The flags of plain ``cpu`` (this machine's ISA).
-CFLAGS = cflags()
+#: The flags of plain ``cpu`` (this machine's ISA and vector width).
+CFLAGS = cflags(host_cpu_facts().isa_flags)
 #: glibc declares the vector variants of its math functions (libmvec: ``expf`` on 16
 #: lanes and the like) only under ``__FAST_MATH__``, which ``-fno-finite-math-only``
 #: leaves undefined; without them every vectorized loop calling ``expf`` calls it one

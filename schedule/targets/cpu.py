@@ -5,7 +5,10 @@
     parse_target("cpu:avx512")   # the avx512 preset: 512-bit vectors, -mavx512f ...
 
 Plain ``cpu`` compiles with ``-march=native`` (the code runs on this CPU model only; the
-tuning records say which model). A preset replaces the detected ISA, vector width and
+tuning records say which model) and, on x86, ``-mprefer-vector-width`` of the detected
+width: gcc's tuning for several AVX-512 CPUs (Ice Lake and Sapphire Rapids servers, and
+any model it maps to one, such as a virtual machine's) vectorizes ``omp simd`` loops at
+256 bits, so a register tile sized for 16 lanes would run at half the FMA width. A preset replaces the detected ISA, vector width and
 ISA flags, and keeps the detected cores, caches and model name: it says what code to
 generate, not which machine runs it. ``detect_cpu_facts`` takes the texts it parses as
 arguments, so it can be checked against any machine's ``/proc/cpuinfo``.
@@ -29,14 +32,20 @@ FALLBACK_CACHES = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
 #: picks the first whose cpuinfo flags are all present.
 ISAS = {
     "avx512": (512, ("avx512f", "avx512bw", "avx512dq", "avx512vl"),
-               ("-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma")),
+               ("-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma", "-mprefer-vector-width=512")),
     "avx2": (256, ("avx2", "fma"), ("-mavx2", "-mfma")),
     "avx": (256, ("avx",), ("-mavx",)),
     "sse": (128, ("sse2",), ("-msse2",)),
 }
 GENERIC_ISA = ("generic", 128)
-#: Flags of a CPU target built for the machine it runs on (the default, unchanged).
+#: Flags of a CPU target built for the machine it runs on (``native_flags`` adds the width).
 NATIVE_FLAGS = ("-march=native",)
+
+
+def native_flags(isa: str, vector_bits: int) -> tuple[str, ...]:
+    """``-march=native``, and on x86 the vector width the schedule space assumes
+    (``-mprefer-vector-width``: see the module docstring)."""
+    return NATIVE_FLAGS + ((f"-mprefer-vector-width={vector_bits}",) if isa in ISAS else ())
 
 
 @dataclass(frozen=True)
@@ -146,7 +155,7 @@ def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None =
     if family and number:  # a virtual machine may say only "AMD EPYC" for Zen 3 and Zen 4 alike
         model = f"{model}{FAMILY_MARK}{family}, model {number})"
     return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
-                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=NATIVE_FLAGS, model=model)
+                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=native_flags(isa, bits), model=model)
 
 
 @functools.lru_cache(maxsize=1)

@@ -219,6 +219,43 @@ def test_compile_cache_key_includes_flags(tmp_path, monkeypatch):
     assert cpu.compile_source(src, flags=cpu.CFLAGS + ("-O1",)) != cpu.compile_source(src)
 
 
+SIMD_LOOP = """
+void kernel(float* __restrict__ a, const float* __restrict__ b, const float* __restrict__ c) {
+  for (long i = 0; i < 1024; ++i) {
+    #pragma omp simd
+    for (long j = 0; j < 64; ++j) a[i * 64 + j] += b[i] * c[j];
+  }
+}
+"""
+
+
+def _fma_registers(tmp_path, flags) -> set[str]:
+    """The vector registers of the FMAs gcc emits for SIMD_LOOP under ``flags`` (compiled to
+    assembly only, so any x86 machine can check any x86 target)."""
+    import re
+    import subprocess
+
+    src, asm = tmp_path / "k.c", tmp_path / "k.s"
+    src.write_text(SIMD_LOOP)
+    flags = [f for f in flags if f not in ("-shared", "-fPIC")]
+    subprocess.run([cpu.CC, *flags, "-S", str(src), "-o", str(asm)], check=True)
+    return {m for line in asm.read_text().splitlines() if "vfmadd" in line for m in re.findall(r"%([xyz]mm)", line)}
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 vector registers")
+def test_kernels_vectorize_at_the_width_the_target_states(tmp_path):
+    from schedule.targets.cpu import detect_cpu_facts
+
+    # A host gcc knows as a Sapphire Rapids: its tuning prefers 256-bit vectors, while the
+    # space sizes register tiles for the 512 bits the CPU has.
+    facts = detect_cpu_facts("flags\t: avx512f avx512bw avx512dq avx512vl avx2 fma\n", caches={}, cores=2)
+    as_host = ("-march=sapphirerapids", *facts.isa_flags[1:])
+    assert _fma_registers(tmp_path, cpu.cflags(("-march=sapphirerapids",))) == {"ymm"}  # why the flag exists
+    assert _fma_registers(tmp_path, cpu.cflags(as_host)) == {"zmm"}
+    assert _fma_registers(tmp_path, backends.backend_for("cpu:avx512").flags) == {"zmm"}
+    assert _fma_registers(tmp_path, backends.backend_for("cpu:avx2").flags) == {"ymm"}
+
+
 # ---------------------------------------------------------------- buffers
 
 
