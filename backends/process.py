@@ -18,6 +18,15 @@ The driver's own parent-death signal would not do: it is not inherited by ``cc1`
 signal is sent when the *thread* that started the command ends; ``run_group`` waits for
 the command in that thread, so the two end together.
 
+Why SIGINT is blocked while the command starts. Between the fork and ``setsid`` the child
+is still in the caller's process group, and with a ``preexec_fn`` it runs Python code
+there (the at-fork hooks): a Ctrl-C to the group in that moment raised KeyboardInterrupt
+inside ``threading._after_fork`` and printed a traceback under the command line's
+message. The starting thread blocks SIGINT around the fork, so the child begins with it
+blocked (the command keeps it so: it is never sent one, its group being its own), and
+unblocks it once the group is registered, so a Ctrl-C that came meanwhile is raised then
+and kills the group like any other.
+
 ``die_with_parent`` is the same promise for our own long-lived children (the measuring
 process): on Linux the kernel sends them SIGKILL when the parent dies; elsewhere a daemon
 thread polls ``os.getppid()``. ``die_with`` is for a process whose owner is not its parent
@@ -140,11 +149,17 @@ def run_group(cmd: list[str], timeout: float | None = None) -> subprocess.Comple
     prctl = _prctl()
     argv = ["/bin/sh", "-c", _GUARD_SCRIPT, "sh", *cmd] if prctl is not None else list(cmd)
     preexec = functools.partial(_arm_guard, prctl, os.getpid()) if prctl is not None else None
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=preexec)
+    mask = _block_sigint()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True, preexec_fn=preexec)
+    except BaseException:
+        _restore_mask(mask)
+        raise
     with _running_lock:
         _running.add(proc.pid)
     try:
+        _restore_mask(mask)  # a Ctrl-C held back while the child started is raised here
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         _kill_group(proc.pid)  # before the leader is reaped: its pid names the group until then
@@ -154,6 +169,19 @@ def run_group(cmd: list[str], timeout: float | None = None) -> subprocess.Comple
         with _running_lock:
             _running.discard(proc.pid)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _block_sigint():
+    """Block SIGINT in the calling thread (see the module docstring); the old mask, or None
+    where threads have no signal masks."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _restore_mask(mask) -> None:
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def kill_running_groups() -> int:

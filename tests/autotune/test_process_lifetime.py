@@ -142,6 +142,52 @@ def test_interrupted_group_takes_its_children_along(tmp_path):
         kill_all(procs)
 
 
+def _blocked_signals(status: str) -> int:
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:")), 16)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_a_group_starts_with_ctrl_c_blocked_and_the_caller_gets_it_back():
+    # a Ctrl-C to the caller's group must not reach the child before it has a group of its
+    # own (Python code runs in it then); the caller's own mask comes back unchanged
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    child = run_group(["cat", "/proc/self/status"])
+    assert _blocked_signals(child.stdout) & (1 << (signal.SIGINT - 1))
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signal masks")
+def test_a_ctrl_c_while_the_group_starts_is_raised_after_and_kills_it(monkeypatch):
+    # SIGINT sent while the child is being started (blocked then) is raised once it is
+    # registered: the caller sees KeyboardInterrupt and the group is killed, not left behind
+    real_popen, started = subprocess.Popen, []
+
+    def popen_then_ctrl_c(*args, **kw):
+        started.append(real_popen(*args, **kw))
+        assert _group_members(started[0].pid)  # it runs, in a group of its own
+        os.kill(os.getpid(), signal.SIGINT)  # held back: the calling thread blocks it
+        return started[0]
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run_group(["sleep", "60"])
+    wait_for(lambda: not _group_members(started[0].pid), "the group killed")
+
+
 #: C that keeps cc1 busy for far longer than any test waits: a full unroll of 60000 iterations.
 SLOW_SOURCE = ("float kernel(const float *restrict a) {\n  float s = 0.0f;\n#pragma GCC unroll 65534\n"
                "  for (int i = 0; i < 60000; ++i) s += a[i] * a[i + 1] / (a[i + 2] + 1.0f);\n  return s;\n}\n")
