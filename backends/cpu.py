@@ -31,7 +31,7 @@ from schedule.targets.cpu import bare_model_name, host_cpu_facts
 
 from .c_family import STACK_BYTES, CSourcePrinter, Dialect
 from .errors import BuildError, BuildTimeout
-from .process import run_group
+from .process import process_alive, run_group
 from .registry import Backend, BackendInfo
 
 CC = os.environ.get("CC", "gcc")
@@ -224,6 +224,32 @@ def compiler_version() -> str:
     return out.splitlines()[0].strip()
 
 
+#: Scratch directories of compiles: ``autotune-cc-<pid of the compiling process>-<random>``.
+COMPILE_DIR_PREFIX = "autotune-cc-"
+
+
+def compile_dir() -> tempfile.TemporaryDirectory:
+    """A scratch directory for one compile, named after this process, so that one left by a
+    process killed with SIGKILL mid-compile (nothing of it runs to remove it) is recognized
+    and removed by the next process that compiles (``sweep_compile_dirs``)."""
+    sweep_compile_dirs()
+    return tempfile.TemporaryDirectory(prefix=f"{COMPILE_DIR_PREFIX}{os.getpid()}-")
+
+
+@functools.lru_cache(maxsize=1)
+def sweep_compile_dirs() -> int:
+    """Remove the compile scratch directories of processes that no longer exist, once per
+    process; returns how many. A directory of a live process, or one not named after a
+    process, is left alone."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(COMPILE_DIR_PREFIX + "*"):
+        pid = path.name[len(COMPILE_DIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)) and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float | None = 60.0) -> Path:
     """Compile ``source`` to a shared object (or reuse the cached one) and return its path.
 
@@ -235,12 +261,13 @@ def compile_source(source: str, flags: tuple[str, ...] = CFLAGS, timeout: float 
     target = cache_dir() / f"k_{key}.so"
     if target.exists():
         return target
-    with tempfile.TemporaryDirectory(prefix="autotune-cc-") as tmp:
+    with compile_dir() as tmp:
         src = Path(tmp) / "kernel.c"
         src.write_text(source)
         out = Path(tmp) / "kernel.so"
+        env = dict(os.environ, TMPDIR=tmp)  # gcc's own temporaries (the assembly) in there too
         try:  # in a process group of its own: a timeout stops cc1, as and ld too, not only the driver
-            proc = run_group([CC, *flags, str(src), "-o", str(out), *LIBRARIES], timeout=timeout)
+            proc = run_group([CC, *flags, str(src), "-o", str(out), *LIBRARIES], timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise BuildTimeout(f"gcc timed out after {timeout} s (it and the processes it started were killed)") \
                 from None

@@ -115,6 +115,11 @@ def _wait_for_owner(owner_pid: int, pidfd: int | None, poll_s: float) -> None:
     os._exit(1)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts until it is reaped)."""
+    return _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -138,13 +143,14 @@ def _arm_guard(prctl, parent_pid: int) -> None:
         os._exit(1)
 
 
-def run_group(cmd: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
+def run_group(cmd: list[str], timeout: float | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``cmd`` in a process group of its own, its output captured as text.
 
     The whole group is killed when ``timeout`` (seconds) passes (``subprocess.TimeoutExpired``
     is raised then), when waiting for it raises anything else (KeyboardInterrupt), when
     ``kill_running_groups`` is called, and on Linux when the calling thread dies.
-    Returns the command's ``CompletedProcess``.
+    ``env``: the command's environment (None: this process's). Returns the command's
+    ``CompletedProcess``.
     """
     prctl = _prctl()
     argv = ["/bin/sh", "-c", _GUARD_SCRIPT, "sh", *cmd] if prctl is not None else list(cmd)
@@ -152,7 +158,7 @@ def run_group(cmd: list[str], timeout: float | None = None) -> subprocess.Comple
     mask = _block_sigint()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, preexec_fn=preexec)
+                                text=True, start_new_session=True, preexec_fn=preexec, env=env)
     except BaseException:
         _restore_mask(mask)
         raise

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,6 +218,38 @@ def test_compile_cache_key_includes_flags(tmp_path, monkeypatch):
     src = "void kernel(float* x) { x[0] = 1.0f; }\n"
     assert cpu.compile_source(src) == cpu.compile_source(src)
     assert cpu.compile_source(src, flags=cpu.CFLAGS + ("-O1",)) != cpu.compile_source(src)
+
+
+def test_a_compile_works_in_a_directory_named_after_its_process(tmp_path, monkeypatch):
+    # gcc's own temporaries go there too, so a compile killed with SIGKILL leaves one
+    # directory a later process can recognize as orphaned
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    seen = tmp_path / "tmpdir"
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(f'#!/bin/sh\necho "$TMPDIR" > {seen}\nexec {cpu.CC} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(cpu, "CC", str(wrapper))
+    cpu.compile_source("void kernel(float* x) { x[0] = 2.0f; }\n")
+    scratch = Path(seen.read_text().strip())
+    assert scratch.name.startswith(f"autotune-cc-{os.getpid()}-") and not scratch.exists()
+
+
+def test_compile_dirs_of_processes_that_are_gone_are_swept(tmp_path, monkeypatch):
+    import subprocess
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"autotune-cc-{gone.pid}-x1"
+    live = tmp_path / f"autotune-cc-{os.getppid()}-x2"
+    mine = tmp_path / f"autotune-cc-{os.getpid()}-x3"
+    unnamed = tmp_path / "autotune-cc-x4"  # an older version's: no process to ask
+    for d in (stale, live, mine, unnamed):
+        d.mkdir()
+    (stale / "ccAbCd.s").write_text("left by a killed gcc")
+    assert cpu.sweep_compile_dirs.__wrapped__() == 1
+    assert not stale.exists() and live.exists() and mine.exists() and unnamed.exists()
 
 
 SIMD_LOOP = """
