@@ -42,10 +42,22 @@ GENERIC_ISA = ("generic", 128)
 NATIVE_FLAGS = ("-march=native",)
 
 
-def native_flags(isa: str, vector_bits: int) -> tuple[str, ...]:
-    """``-march=native``, and on x86 the vector width the schedule space assumes
-    (``-mprefer-vector-width``: see the module docstring)."""
-    return NATIVE_FLAGS + ((f"-mprefer-vector-width={vector_bits}",) if isa in ISAS else ())
+#: cpuinfo flag -> what ``-march=native`` must not enable where the CPU has it. AVX512-FP16
+#: (Sapphire Rapids and later): gcc 12 compiles a float16 max of a tail loop to a
+#: zero-masked store (``vmovsh ... {z}`` to memory) that the assembler rejects, so every
+#: float16 kernel with a relu failed to build; without it float16 computes through F16C
+#: conversions, as on every other x86 CPU.
+NATIVE_EXCLUSIONS = {"avx512_fp16": ("-mno-avx512fp16",)}
+
+
+def native_flags(isa: str, vector_bits: int, cpu_flags: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """``-march=native``, on x86 the vector width the schedule space assumes
+    (``-mprefer-vector-width``: see the module docstring), and the exclusions of
+    ``NATIVE_EXCLUSIONS`` that ``cpu_flags`` (cpuinfo's) call for."""
+    if isa not in ISAS:
+        return NATIVE_FLAGS
+    excluded = tuple(f for flag, flags in NATIVE_EXCLUSIONS.items() if flag in cpu_flags for f in flags)
+    return NATIVE_FLAGS + (f"-mprefer-vector-width={vector_bits}",) + excluded
 
 
 @dataclass(frozen=True)
@@ -155,7 +167,7 @@ def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None =
     if family and number:  # a virtual machine may say only "AMD EPYC" for Zen 3 and Zen 4 alike
         model = f"{model}{FAMILY_MARK}{family}, model {number})"
     return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
-                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=native_flags(isa, bits), model=model)
+                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=native_flags(isa, bits, frozenset(flags)), model=model)
 
 
 @functools.lru_cache(maxsize=1)

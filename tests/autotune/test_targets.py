@@ -48,7 +48,13 @@ def test_presets_set_their_facts():
     assert parse_target("cpu:avx512").facts.vector_bits == 512
     host = parse_target("cpu").facts  # plain cpu: this machine's ISA at the detected width
     assert host.isa_flags[0] == "-march=native"
-    assert host.isa_flags[1:] == ((f"-mprefer-vector-width={host.vector_bits}",) if host.isa != "generic" else ())
+    if host.isa == "generic":
+        assert host.isa_flags == ("-march=native",)
+    else:  # the width, then any exclusion this CPU's flags call for
+        from schedule.targets.cpu import NATIVE_EXCLUSIONS
+
+        assert host.isa_flags[1] == f"-mprefer-vector-width={host.vector_bits}"
+        assert set(host.isa_flags[2:]) <= {f for flags in NATIVE_EXCLUSIONS.values() for f in flags}
     assert "-march=native" in backends.backend_for("cpu").describe().flags
     assert "-mavx2 -mfma" in backends.backend_for("cpu:avx2").describe().flags
     assert "-march=native" not in backends.backend_for("cpu:avx2").describe().flags
@@ -72,6 +78,8 @@ def test_cpu_facts_from_an_injected_cpuinfo():
     assert facts.model == "Intel(R) Xeon(R) Platinum 8480+"
     # gcc tunes such a CPU to 256-bit vectors; the space's tiles assume 512
     assert facts.isa_flags == ("-march=native", "-mprefer-vector-width=512")
+    fp16 = detect_cpu_facts(CPUINFO_AVX512.replace("avx512f ", "avx512f avx512_fp16 "), caches={}, cores=2)
+    assert fp16.isa_flags == ("-march=native", "-mprefer-vector-width=512", "-mno-avx512fp16")
     avx2 = detect_cpu_facts(CPUINFO_AVX2, caches={}, cores=8)
     assert avx2.isa == "avx2" and avx2.isa_flags == ("-march=native", "-mprefer-vector-width=256")
     arm = detect_cpu_facts(CPUINFO_ARM, caches={}, cores=4)
