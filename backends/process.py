@@ -110,17 +110,13 @@ def _wait_for_owner(owner_pid: int, pidfd: int | None, poll_s: float) -> None:
 
         select.select([pidfd], [], [])  # a pidfd turns readable when its process exits
     else:
-        while _alive(owner_pid):
+        while process_alive(owner_pid):
             time.sleep(poll_s)
     os._exit(1)
 
 
 def process_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (a zombie counts until it is reaped)."""
-    return _alive(pid)
-
-
-def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
