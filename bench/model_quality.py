@@ -2,6 +2,7 @@
 
     python bench/model_quality.py [--db bench/out/convergence.db] [--splits 4]
     python bench/model_quality.py --db gpu_suite_out/gpu_suite.db --target cuda   # GPU records
+    python bench/model_quality.py --recordings     # the search-strategy recordings in bench/data
 
 For every workload in the database, and for each of its runs and for all its records
 together: fit the XGBoost ranking model on a random 80% of the successful records,
@@ -13,6 +14,11 @@ Why per run *and* pooled: the held-out records of a model-guided run crowd aroun
 best configs, where many pairs differ by less than the measurement noise and are
 coin flips for any model; random and genetic runs spread over the space. The pooled
 figure is the closest to "how well does the model rank this workload's schedules".
+
+``--recordings`` measures the same on the recordings ``bench/search_strategies.py``
+replays (about 3000 random configs of each workload, the fastest re-timed): a uniform
+sample of the space, the records the current space rejects left out as the replay
+leaves them out.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the recordings' bench
 
 from autotune.cost_model import evaluate_holdout  # noqa: E402
 from autotune.features import FeatureCache  # noqa: E402
@@ -40,7 +47,11 @@ def main() -> None:
     parser.add_argument("--target", default=None, metavar="KIND",
                         help="only records of this target kind (cpu, cuda, cuda_sim); default: each "
                              "workload's first run's kind")
+    parser.add_argument("--recordings", action="store_true",
+                        help="measure on the recordings kept in bench/data instead of a database")
     args = parser.parse_args()
+    if args.recordings:
+        return _recordings(args.splits)
     if not os.path.exists(args.db):
         raise SystemExit(f"no database at {args.db}; run bench/tune_convergence.py first or pass --db")
     cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
@@ -50,16 +61,39 @@ def main() -> None:
             if task is None:
                 continue
             print(f"workload {wl.key}")
-            print(f"  {'records':<28} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}   (seed-0 split)")
+            print(f"  {'records':<28} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}")
             for key, (configs, costs) in groups.items():
                 if len(configs) < 10:
                     continue
-                x = cache.get_many(task, configs)
-                c = np.asarray(costs)
-                qs = [evaluate_holdout(x, c, test_fraction=0.2, seed=s) for s in range(args.splits)]
-                mean = {m: float(np.mean([q[m] for q in qs])) for m in ("pairwise_accuracy", "top1", "top5")}
-                print(f"  {key:<28} {len(c):>5} {mean['pairwise_accuracy']:>9.3f} {mean['top1']:>6.3f} "
-                      f"{mean['top5']:>6.3f}   ({qs[0]['pairwise_accuracy']:.3f})")
+                mean = _quality(cache, task, configs, costs, args.splits)
+                print(f"  {key:<28} {len(costs):>5} {mean['pairwise_accuracy']:>9.3f} {mean['top1']:>6.3f} "
+                      f"{mean['top5']:>6.3f}")
+    cache.close()
+
+
+def _quality(cache: FeatureCache, task: Task, configs: list, costs: list, splits: int) -> dict:
+    """Held-out pairwise accuracy, top-1 and top-5, averaged over ``splits`` 80/20 splits."""
+    x = cache.get_many(task, configs)
+    c = np.asarray(costs)
+    qs = [evaluate_holdout(x, c, test_fraction=0.2, seed=s) for s in range(splits)]
+    return {m: float(np.mean([q[m] for q in qs])) for m in ("pairwise_accuracy", "top1", "top5")}
+
+
+def _recordings(splits: int) -> None:
+    """The model's held-out quality on each recording of ``bench/search_strategies.py``."""
+    from search_strategies import RECORDED, obtain_recording
+
+    cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
+    print(f"{'recording':<12} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}   ({splits} splits, 80/20)")
+    for name in RECORDED:
+        recording = obtain_recording(name, argparse.Namespace(rerecord=False), measure=False)
+        if recording is None:
+            print(f"{name:<12} (no recording)")
+            continue
+        configs = [c for c in recording.configs() if recording.get(c).ok]
+        q = _quality(cache, recording.task, configs, [recording.get(c).cost for c in configs], splits)
+        print(f"{name:<12} {len(configs):>5} {q['pairwise_accuracy']:>9.3f} {q['top1']:>6.3f} {q['top5']:>6.3f}",
+              flush=True)
     cache.close()
 
 

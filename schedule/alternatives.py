@@ -2,9 +2,11 @@
 
 A space is derived from one DAG. An algorithm that computes the same result another way,
 Winograd's convolution for a 3x3 stride-1 one (and whatever reads it, a fused epilogue),
-is another DAG with the same inputs and the same outputs. ``alternatives(outputs)`` finds such DAGs by rule, and ``AlternativesSpace``
-holds the DAG's own space with one space per alternative behind a knob ``algorithm``
-("direct": the DAG as written). A config of an alternative carries that space's knobs
+or a long reduction with few results split in parts that run in parallel and are combined
+afterwards (TVM's ``rfactor``), is another DAG with the same inputs and the same outputs.
+``alternatives(outputs)`` finds such DAGs by rule, and ``AlternativesSpace`` holds the
+DAG's own space with one space per alternative behind a knob ``algorithm`` ("direct":
+the DAG as written). A config of an alternative carries that space's knobs
 under the alternative's prefix (``winograd4/winograd_gemm.tile.k``); each knob a config's
 algorithm does not use is ignored, so two configs that differ only there build the same
 code (``schedule_key``). Configs stored before the knob existed mean "direct" and build
@@ -21,11 +23,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 import random
 from dataclasses import dataclass, field
 
+from te import dtypes
+from te import tensor as te_tensor
 from te.dag import topological_order
-from te.expr import Binary, Const, Reduce, TensorRead, post_order, structural_equal, transform
+from te.expr import Binary, Const, Reduce, TensorRead, all_of, post_order, structural_equal, substitute, transform
 from te.ops.winograd import TILES, conv2d_winograd_nchw
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -40,21 +45,110 @@ SEPARATOR = "/"
 #: channels a transform costs as much as the products it saves.
 WINOGRAD_MIN_CHANNELS = 16
 
-LABELS = {DIRECT: "the DAG as written", **{f"winograd{m}": f"Winograd F({m}x{m}, 3x3)" for m in TILES}}
+#: rfactor: a reduction with at most this many results (too few for a parallel loop and a
+#: vector loop over them)...
+RFACTOR_MAX_RESULTS = 16
+#: ... over an axis at least this long (each part still a long vector loop) ...
+RFACTOR_MIN_EXTENT = 4096
+#: ... is split in this many parts along that axis: a stage of partial results, parallel
+#: over the parts, then the reduction of the parts. Enough parts for every core several
+#: times over; few enough that combining them costs nothing.
+RFACTOR_PARTS = 64
+RFACTOR = "rfactor"
+#: The name of a split reduction's stage of partial results: ``<reduction>_rf``.
+RFACTOR_SUFFIX = "_rf"
+
+LABELS = {DIRECT: "the DAG as written", **{f"winograd{m}": f"Winograd F({m}x{m}, 3x3)" for m in TILES},
+          RFACTOR: f"each long reduction with few results in {RFACTOR_PARTS} parallel parts, then combined"}
 
 
 def alternatives(outputs: list[Tensor]) -> dict[str, list[Tensor]]:
-    """name -> the outputs of another DAG computing ``outputs`` from the same inputs: where
-    the DAG holds one float32/float64 NCHW conv2d (``te.ops.conv2d_nchw``) with a 3x3 kernel,
-    stride 1, no dilation and at least ``WINOGRAD_MIN_CHANNELS`` channels in and out, the
-    DAG with that convolution computed by Winograd's F(2, 3) and by F(4, 3) (what reads it,
-    a fused epilogue, reads the new result). Empty for every other DAG."""
+    """name -> the outputs of another DAG computing ``outputs`` from the same inputs:
+
+    - ``winograd2``, ``winograd4``: where the DAG holds one float32/float64 NCHW conv2d
+      (``te.ops.conv2d_nchw``) with a 3x3 kernel, stride 1, no dilation and at least
+      ``WINOGRAD_MIN_CHANNELS`` channels in and out, the DAG with that convolution computed
+      by Winograd's F(2, 3) and by F(4, 3) (what reads it, a fused epilogue, reads the new
+      result);
+    - ``rfactor``: where the DAG holds reductions with few results over a long axis
+      (``_rfactor_axis``), the DAG with each of them split in parts (``_rfactored``).
+
+    Empty for every other DAG."""
+    others: dict[str, list[Tensor]] = {}
     convs = [(op, found) for op in topological_order(outputs) if (found := _winograd_candidate(op)) is not None]
-    if len(convs) != 1:
-        return {}
-    ((conv, (data, kernel, padding)),) = convs
-    return {f"winograd{m}": _replaced(outputs, conv, conv2d_winograd_nchw(data, kernel, padding, m, name=conv.name))
-            for m in TILES}
+    if len(convs) == 1:
+        ((conv, (data, kernel, padding)),) = convs
+        others.update({f"winograd{m}": _replaced(outputs, conv,
+                                                conv2d_winograd_nchw(data, kernel, padding, m, name=conv.name))
+                      for m in TILES})
+    split = _rfactor_all(outputs)
+    if split is not None:
+        others[RFACTOR] = split
+    return others
+
+
+def _rfactor_axis(op):
+    """The reduce axis to split ``op`` along, or None: ``op`` must reduce (sum, max or min,
+    from the combiner's own identity) into at most ``RFACTOR_MAX_RESULTS`` results over an
+    axis of at least ``RFACTOR_MIN_EXTENT`` (the longest of its reduce axes)."""
+    if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+        return None
+    body = op.body
+    if body.combiner not in ("sum", "max", "min"):
+        return None
+    standard = {"sum": 0, "max": dtypes.min_value(body.dtype), "min": dtypes.max_value(body.dtype)}[body.combiner]
+    if standard != body.identity.value:
+        return None  # a reduction from another start value: the parts could not start from it
+    if math.prod(iv.extent for iv in op.axis) > RFACTOR_MAX_RESULTS:
+        return None
+    axis = max(body.axes, key=lambda iv: iv.extent)
+    return axis if axis.extent >= RFACTOR_MIN_EXTENT else None
+
+
+def _rfactored(op, axis) -> Tensor:
+    """``op``'s result computed in two stages: ``<name>_rf[..., p]``, the reduction over
+    part ``p`` of ``axis`` (``ceil(extent / RFACTOR_PARTS)`` consecutive values, the last
+    part guarded), and ``<name>[...]``, the same reduction over the parts. The second keeps
+    ``op``'s name, axes' extents, tag and attributes, so what reads ``op`` reads it alike."""
+    body = op.body
+    width = -(-axis.extent // RFACTOR_PARTS)
+    parts = -(-axis.extent // width)
+    reducer = {"sum": te_tensor.sum, "max": te_tensor.max, "min": te_tensor.min}[body.combiner]
+
+    def partial(*index):
+        *spatial, part = index
+        inner = te_tensor.reduce_axis((0, width), f"{axis.name}_in")
+        others = {iv.var: te_tensor.reduce_axis((iv.start, iv.start + iv.extent), iv.name)
+                  for iv in body.axes if iv is not axis}
+        position = part * width + inner
+        mapping = {iv.var: e for iv, e in zip(op.axis, spatial)}
+        mapping.update({axis.var: position + axis.start if axis.start else position})
+        mapping.update({v: new.var for v, new in others.items()})
+        conditions = [substitute(body.condition, mapping)] if body.condition is not None else []
+        if parts * width != axis.extent:
+            conditions.append(position < axis.extent)
+        return reducer(substitute(body.source, mapping), axis=[inner, *others.values()],
+                       where=all_of(*conditions) if conditions else None)
+
+    shape = [iv.extent for iv in op.axis]
+    partials = te_tensor.compute([*shape, parts], partial, name=f"{op.name}{RFACTOR_SUFFIX}")
+    over = te_tensor.reduce_axis((0, parts), f"{axis.name}_part")
+    return te_tensor.compute(shape, lambda *i: reducer(partials[(*i, over)], axis=over),
+                             name=op.name, tag=op.tag, attrs=dict(op.attrs))
+
+
+def _rfactor_all(outputs: list[Tensor]) -> list[Tensor] | None:
+    """``outputs`` with every reduction ``_rfactor_axis`` accepts split (``_rfactored``),
+    one after the other (each split rebuilds what reads it); None when none qualifies."""
+    done: set[str] = set()
+    while True:
+        todo = [(op, axis) for op in topological_order(outputs)
+                if op.name not in done and (axis := _rfactor_axis(op)) is not None]
+        if not todo:
+            return outputs if done else None
+        op, axis = todo[0]
+        done.add(op.name)
+        outputs = _replaced(outputs, op, _rfactored(op, axis))
 
 
 def _replaced(outputs: list[Tensor], old, new: Tensor) -> list[Tensor]:
@@ -250,6 +344,10 @@ class AlternativesSpace(ConfigSpace):
         second of each, ...), so a first batch shorter than all of them measures every
         algorithm at its best-shaped points."""
         lists = [space.starting_points(rng) for space in (self.primary, *self.alternatives.values())]
+        for n, name in enumerate(self.alternatives, start=1):
+            if name == RFACTOR:
+                bases = lists[n] or [self.alternatives[name].sample(rng)]  # a DAG of reductions alone has none
+                lists[n] = _partials_in_parallel(self.alternatives[name], bases) + lists[n]
         filler = self._filler(lists[0][0] if lists[0] else self.primary.sample(rng))
         lists = [[self._as_config(name, c, filler) for c in points]
                  for name, points in zip((DIRECT, *self.alternatives), lists)]
@@ -281,3 +379,29 @@ class AlternativesSpace(ConfigSpace):
             return text
         name = self.algorithm(config)
         return f"algorithm: {LABELS.get(name, name)}\n{text}"
+
+
+def _partials_in_parallel(space: ConfigSpace, points: list[Config]) -> list[Config]:
+    """Starting points of the ``rfactor`` algorithm that do what it is for: each of
+    ``points`` with every stage computed on its own (none attached), the stages of partial
+    results over parts run by the parallel loop (a part per iteration, its reduction
+    innermost: a vector fold). The generic starting points attach stages inside their
+    reader's row loop, which leaves the few rows as the only parallel work, the very case
+    the split is for. Valid ones only, one per schedule."""
+    knobs = {k.name: k for k in space.knobs.knobs}
+    changes = {name: 0 for name, knob in knobs.items() if name.endswith(".attach") and 0 in knob.candidates}
+    for plan in space.sketch.plans:
+        if not plan.op.name.endswith(RFACTOR_SUFFIX):
+            continue
+        name = space.names[plan.op]
+        changes.update({k: 1 for k in knobs if k.startswith(f"{name}.tile.")})
+        for knob, value in ((f"{name}.parallel", max(knobs[f"{name}.parallel"].candidates)),
+                            (f"{name}.order", "reduce_inner")):
+            if knob in knobs and value in knobs[knob].candidates:
+                changes[knob] = value
+    out: dict[str, Config] = {}
+    for point in points:
+        config = Config(point.sketch, dict(point.values, **changes))
+        if space.check(config) is None:
+            out.setdefault(space.schedule_key(config), config)
+    return list(out.values())

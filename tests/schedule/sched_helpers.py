@@ -106,3 +106,19 @@ def tensor(wl_or_outputs, name: str) -> te.Tensor:
         if op.name == name:
             return op.output(0)
     raise KeyError(f"no tensor {name!r} behind {outputs}")
+
+
+def runnable(spec: str):
+    """The target ``spec`` (a preset such as ``cpu:avx512``) with kernels this machine can run:
+    the preset's space (vector width, register file) compiled for this CPU's instructions
+    where it lacks the preset's. Tests that run kernels of a fixed preset take it, so they
+    pass on AVX2-only machines too (gcc splits the wider vectors)."""
+    from schedule.targets import parse_target
+    from schedule.targets.cpu import ISAS, host_cpu_facts
+
+    target = parse_target(spec)
+    host = host_cpu_facts()
+    ranks = list(ISAS)  # widest first
+    if host.isa in ranks and ranks.index(host.isa) <= ranks.index(target.facts.isa):
+        return target
+    return target.with_facts(isa_flags=host.isa_flags)

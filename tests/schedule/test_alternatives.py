@@ -14,13 +14,14 @@ from schedule.alternatives import ALGORITHM, DIRECT, SEPARATOR, AlternativesSpac
 from schedule.config import Config
 from schedule.space import ConfigSpace
 
+from sched_helpers import runnable
 from test_space import _check_sampled
 
 PARAMS = dict(N=1, C=16, H=9, W=11, K=20, R=3, S=3, padding=[1, 0, 2, 1])
 
 
 def _task(**changes) -> Task:
-    return Task("conv2d", {**PARAMS, **changes}, target="cpu:avx512")
+    return Task("conv2d", {**PARAMS, **changes}, target=runnable("cpu:avx512"))
 
 
 def test_a_3x3_stride_1_conv_has_winograd_alternatives_over_the_same_inputs():
@@ -67,7 +68,7 @@ def test_a_fused_epilogue_reads_the_winograd_result_and_matches():
     assert out.name == wl.outputs[0].name and out.op.tag == wl.outputs[0].op.tag
     names = {op.name for op in te.topological_order([out])}
     assert {"winograd_gemm", "kernel_transform"} <= names
-    _check_every_algorithm(Task("conv2d_bn_relu", params, target="cpu:avx512"), count=9, seed=1)
+    _check_every_algorithm(Task("conv2d_bn_relu", params, target=runnable("cpu:avx512")), count=9, seed=1)
 
 
 def _check_every_algorithm(task: Task, count: int, seed: int) -> None:

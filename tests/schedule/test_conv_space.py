@@ -20,6 +20,7 @@ from schedule.decisions import PRODUCERS_INLINE, PRODUCERS_STORED, VECTOR_LAST
 from schedule.space import ConfigSpace, panel_inputs, vector_axes
 from schedule.starting_points import _most_rows, _row_axis
 
+from sched_helpers import runnable
 from test_space import _check_sampled
 
 #: (name, conv2d parameters): every one NCHW unless it says otherwise.
@@ -37,7 +38,7 @@ SHAPES = {
 
 
 def _task(params: dict) -> Task:
-    return Task("conv2d", params, target="cpu:avx512")
+    return Task("conv2d", params, target=runnable("cpu:avx512"))
 
 
 def _decisions_with(space: ConfigSpace, config: Config, **changes) -> Config | None:
@@ -188,7 +189,7 @@ def test_a_fused_epilogue_keeps_both_decisions():
     """conv2d_bn_relu: the convolution's tiles are owned by the batch-norm-and-relu stage,
     which copies the channel-innermost register tile out to its NCHW output."""
     task = Task("conv2d_bn_relu", dict(N=1, C=5, H=9, W=8, K=20, R=3, S=3, padding=[1, 0, 2, 1]),
-                target="cpu:avx512")
+                target=runnable("cpu:avx512"))
     assert "fused into bn_relu" in task.space.describe()
     points = task.space.starting_points(random.Random(0))
     assert {task.space.decisions(c)["conv2d"].vector for c in points} == {VECTOR_LAST, "k"}

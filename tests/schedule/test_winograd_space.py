@@ -17,7 +17,7 @@ from schedule.sketch import INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, derive_ske
 from te.expr import Select, post_order
 from te.ops.winograd import _by_row, TRANSFORMS
 
-from sched_helpers import check, tensor, workload
+from sched_helpers import check, runnable, tensor, workload
 from test_space import _check_sampled
 
 
@@ -41,7 +41,7 @@ def test_transforms_are_stored_the_kernels_precomputed_and_the_products_one_batc
 
 
 def test_every_config_reads_the_kernel_transform_packed_at_build_time():
-    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=2), target="cpu:avx512")
+    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=2), target=runnable("cpu:avx512"))
     func = task.lower(task.space.sample(random.Random(3)))
     assert [b.name for b in func.user_params] == ["data", "kernel", "conv2d"]
     assert [b.name for b in func.params] == ["data", "kernel_transform", "conv2d"]
@@ -82,12 +82,12 @@ def test_a_stencil_is_stored_where_a_pure_element_wise_stage_is_inlined():
 
 @pytest.mark.parametrize("tile", [2, 4])
 def test_sampled_winograd_configs_match_the_reference(tile):
-    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=tile), target="cpu:avx512")
+    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=tile), target=runnable("cpu:avx512"))
     _check_sampled(None, count=10, seed=tile, task=task)
 
 
 def test_a_config_attaching_a_stage_its_reader_packs_into_panels_is_invalid():
-    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=4), target="cpu:avx512")
+    task = Task("conv2d_winograd", dict(N=1, C=5, H=9, W=11, K=7, padding=1, tile=4), target=runnable("cpu:avx512"))
     space = task.space
     config = space.sample(random.Random(0))
     values = dict(config.values, **{"input_transform.attach": 1, "winograd_gemm.pack": "panels:input_transform"})
