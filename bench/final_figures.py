@@ -85,29 +85,40 @@ def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path,
 def retime(op: str, params: dict, db: Path, rounds: int = 5, min_repeats: int = 15,
            min_time: float = 0.3) -> tuple[float, float, float, float, float]:
     """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio, slowest and fastest
-    round of the kernel), medians of ``rounds`` rounds timed alternately, each round's
-    figure the median of its repeats, the arrays placed anew for every round (the first
-    round uses them where NumPy allocated them): the final timing's protocol
-    (``interleaved_rounds``), with no pause between rounds."""
-    import numpy as np
-
+    round of the kernel) of the stored best, built through ``apply_best`` (``time_alternately``)."""
     import autotune
     import tuning_db
-    from autotune.anchor import numpy_equivalent_on
-    from autotune.final_timing import interleaved_rounds, placed_copies
-    from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
-
-    from autotune.verify import mismatch, reduction_length
 
     task = autotune.Task(op, params, target="cpu")
     with tuning_db.Database(db, create=False) as opened:
         kernel = autotune.build(task, db=opened)
+    (ours,), theirs = time_alternately(task, [kernel], rounds, min_repeats, min_time)
+    mine, numpy_s = statistics.median(ours), statistics.median(theirs)
+    return (task.flops / mine / 1e9, task.flops / numpy_s / 1e9, numpy_s / mine,
+            task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)
+
+
+def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15,
+                     min_time: float = 0.3) -> tuple[list[list[float]], list[float]]:
+    """Each of ``kernels`` (built for ``task``, checked here against its reference) and
+    NumPy's equivalent timed alternately: (per kernel, its seconds in each round; NumPy's).
+    Each round's figure is the median of its cache-flushed repeats, and the arrays are
+    placed anew for every round (the first round uses them where NumPy allocated them):
+    the final timing's protocol (``interleaved_rounds``), with no pause between rounds."""
+    import numpy as np
+
+    from autotune.anchor import numpy_equivalent_on
+    from autotune.final_timing import interleaved_rounds, placed_copies
+    from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
+    from autotune.verify import mismatch, reduction_length
+
     inputs = task.workload.random_inputs(seed=0)
     (reference,) = task.workload.reference(*inputs)
     c = np.empty(reference.shape, reference.dtype)
-    kernel(*inputs, c)
-    problem = mismatch(c, reference, reduction_length(task.workload.outputs))
-    assert problem is None, f"the stored best computes a wrong result: {problem}"
+    for kernel in kernels:
+        kernel(*inputs, c)
+        problem = mismatch(c, reference, reduction_length(task.workload.outputs))
+        assert problem is None, f"{kernel.config} computes a wrong result: {problem}"
     flush = CacheFlusher()
     rng = random.Random(1)
     now: dict = {}
@@ -116,23 +127,20 @@ def retime(op: str, params: dict, db: Path, rounds: int = 5, min_repeats: int = 
         arrays = [*inputs, c] if round_ == 0 else placed_copies([*inputs, c], rng)
         # Inputs the schedule packs at build time (dense's weights) are packed here, once per
         # round and untimed, as a user packs them once with the module's pack().
-        prepared = kernel.prepare(arrays)
-        now.update(arrays=arrays, prepared=prepared,  # alive while the kernel has their raw pointers
-                   pointers=[x.ctypes.data for x in prepared],  # kernel()'s checks cost microseconds
+        prepared = [kernel.prepare(arrays) for kernel in kernels]
+        now.update(arrays=arrays, prepared=prepared,  # alive while the kernels have their raw pointers
+                   pointers=[[x.ctypes.data for x in p] for p in prepared],  # kernel()'s checks cost microseconds
                    anchor=numpy_equivalent_on(task.workload, arrays[:-1]))
 
     def one_round(fn) -> float:
         return statistics.median(time_round(fn, (), min_repeats=min_repeats, max_repeats=1000, min_time=min_time,
                                             flush=flush))
 
-    times = interleaved_rounds(1, lambda i: one_round(lambda: kernel.call_unchecked(now["pointers"])),
+    times = interleaved_rounds(len(kernels), lambda i: one_round(lambda: kernels[i].call_unchecked(now["pointers"][i])),
                                lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round)
     if times.errors:
         raise SystemExit(f"re-timing failed: {times.errors[0]}")
-    ours, theirs = times.candidates[0], times.anchor
-    mine, numpy_s = statistics.median(ours), statistics.median(theirs)
-    return (task.flops / mine / 1e9, task.flops / numpy_s / 1e9, numpy_s / mine,
-            task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)
+    return times.candidates, times.anchor
 
 
 def fresh_process_env() -> dict:

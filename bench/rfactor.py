@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
-from final_figures import fresh_process_env, tune  # noqa: E402
+from final_figures import fresh_process_env, time_alternately, tune  # noqa: E402
 
 
 def best_configs(task, db_path: Path) -> dict:
@@ -49,47 +48,18 @@ def best_configs(task, db_path: Path) -> dict:
 
 def retime(shape: list[int], db_path: Path, rounds: int = 5) -> dict:
     """In this (fresh) process: per algorithm, GFLOP/s and ratio to NumPy composed (medians
-    over ``rounds`` interleaved rounds)."""
-    import numpy as np
-
+    over ``rounds`` rounds timed alternately, ``final_figures.time_alternately``)."""
     import autotune
-    from autotune.anchor import numpy_equivalent_on
     from autotune.dispatch import build_config
-    from autotune.final_timing import interleaved_rounds, placed_copies
-    from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
-    from autotune.verify import mismatch, reduction_length
 
     task = autotune.Task("softmax", dict(shape=shape), target="cpu")
     configs = best_configs(task, db_path)
     names = sorted(configs)
-    kernels = [build_config(task, configs[n][0]) for n in names]
-    inputs = task.workload.random_inputs(seed=0)
-    (reference,) = task.workload.reference(*inputs)
-    out = np.empty(reference.shape, reference.dtype)
-    for name, kernel in zip(names, kernels):
-        kernel(*inputs, out)
-        problem = mismatch(out, reference, reduction_length(task.workload.outputs))
-        assert problem is None, f"the best {name} config computes a wrong result: {problem}"
-    flush = CacheFlusher()
-    rng = random.Random(1)
-    now: dict = {}
-
-    def start_round(round_: int) -> None:
-        arrays = [*inputs, out] if round_ == 0 else placed_copies([*inputs, out], rng)
-        now.update(arrays=arrays, pointers=[[x.ctypes.data for x in k.prepare(arrays)] for k in kernels],
-                   anchor=numpy_equivalent_on(task.workload, arrays[:-1]))
-
-    def one_round(fn) -> float:
-        return statistics.median(time_round(fn, (), min_repeats=15, max_repeats=1000, min_time=0.3, flush=flush))
-
-    times = interleaved_rounds(len(kernels), lambda i: one_round(lambda: kernels[i].call_unchecked(now["pointers"][i])),
-                               lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round)
-    if times.errors:
-        raise SystemExit(f"re-timing failed: {times.errors[0]}")
-    numpy_s = statistics.median(times.anchor)
+    ours, theirs = time_alternately(task, [build_config(task, configs[n][0]) for n in names], rounds)
+    numpy_s = statistics.median(theirs)
     return {name: {"gflops": task.flops / statistics.median(t) / 1e9, "ratio": numpy_s / statistics.median(t),
                    "search_gflops": task.flops / configs[name][1] / 1e9}
-            for name, t in zip(names, times.candidates)} | {"numpy_gflops": task.flops / numpy_s / 1e9}
+            for name, t in zip(names, ours)} | {"numpy_gflops": task.flops / numpy_s / 1e9}
 
 
 def main() -> None:
