@@ -68,7 +68,9 @@ def test_fixture_covers_both_targets_and_every_role():
 @pytest.mark.parametrize("index", range(len(_stored_points())))
 def test_stored_config_parses_hashes_decodes_and_replays(index):
     target, name, params, stored, stored_hash = _stored_points()[index]
-    space = _space(name, params, target)
+    # The stored configs were measured on AVX-512 machines; the register file of an AVX2-only
+    # one (16 vector registers against 32) rejects some of their register tiles.
+    space = _space(name, params, "cpu:avx512" if target == "cpu" else target)
     config = Config.from_json(stored)
     # Byte-identical JSON and hash: the database identifies measured points by them.
     assert config.to_json() == json.dumps(stored, sort_keys=True, separators=(",", ":"))
