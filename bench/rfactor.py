@@ -39,7 +39,7 @@ def best_configs(task, db_path: Path) -> dict:
         for rec in db.records_for_task(task.key, "cpu"):
             if rec.status != "ok" or not rec.costs:
                 continue
-            config = Config.from_json(json.dumps(rec.config) if isinstance(rec.config, dict) else rec.config)
+            config = Config.from_json(rec.config)
             name = config.values.get(ALGORITHM, DIRECT)
             if name not in best or min(rec.costs) < best[name][1]:
                 best[name] = (config, min(rec.costs))

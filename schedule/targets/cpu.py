@@ -167,7 +167,8 @@ def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None =
     if family and number:  # a virtual machine may say only "AMD EPYC" for Zen 3 and Zen 4 alike
         model = f"{model}{FAMILY_MARK}{family}, model {number})"
     return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
-                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=native_flags(isa, bits, frozenset(flags)), model=model)
+                    l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=native_flags(isa, bits, frozenset(flags)),
+                    model=model)
 
 
 @functools.lru_cache(maxsize=1)
