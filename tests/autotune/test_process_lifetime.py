@@ -179,7 +179,9 @@ def test_a_ctrl_c_while_the_group_starts_is_raised_after_and_kills_it(monkeypatc
     def popen_then_ctrl_c(*args, **kw):
         started.append(real_popen(*args, **kw))
         assert _group_members(started[0].pid)  # it runs, in a group of its own
-        os.kill(os.getpid(), signal.SIGINT)  # held back: the calling thread blocks it
+        # to this thread, which blocks it, so it is held back (a signal to the process could be
+        # taken by another thread of the test run and handled here at once)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         return started[0]
 
     monkeypatch.setattr(subprocess, "Popen", popen_then_ctrl_c)
