@@ -174,6 +174,14 @@ def _always(target: Target) -> None:
     return None
 
 
+def _cpu_problem(target: Target) -> str | None:
+    """Why kernels for ``target`` cannot run on this CPU (a preset of wider vectors than it
+    has), or None."""
+    from schedule.targets.cpu import host_cpu_facts, missing_instructions
+
+    return missing_instructions(target.facts, host_cpu_facts())
+
+
 def _cuda_problem(target: Target) -> str | None:
     from backends.cuda import gpu_available
 
@@ -207,7 +215,7 @@ def machine_peak(task):
 def _register_builtins() -> None:
     from .anchor import CublasAnchor, NoAnchor, NumpyAnchor
 
-    register_autotune_parts(AutotuneParts("cpu", _local_runner, NumpyAnchor(), _always, auto_rank=0,
+    register_autotune_parts(AutotuneParts("cpu", _local_runner, NumpyAnchor(), _cpu_problem, auto_rank=0,
                                           peak=_cpu_peak))
     register_autotune_parts(AutotuneParts("cuda", _cuda_runner, CublasAnchor(), _cuda_problem, auto_rank=10))
     register_autotune_parts(AutotuneParts("cuda_sim", _simulated_cuda_runner,

@@ -226,8 +226,8 @@ def choose_target(ctx: click.Context, param: click.Parameter, value: str) -> str
             value = str(simulated_counterpart("cuda" if value == "auto" else value))
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
-    if value == "auto" or ctx.params.get("print_passes"):
-        return value
+    if value == "auto" or ctx.params.get("print_passes") or ctx.params.get("cluster"):
+        return value  # the cluster's CPUs run the kernels; each node's runner refuses what it cannot run
 
     try:
         problem = measure_problem(value)
@@ -268,7 +268,7 @@ def tuning_options(fn: Callable) -> Callable:
         click.option("--share/--no-share", default=True, show_default=True,
                      help="Skip configs other runs measured on this device (stored before, or by other "
                           "processes meanwhile); the tuner learns from them instead."),
-        click.option("--cluster", metavar="ADDRESS", default=None,
+        click.option("--cluster", metavar="ADDRESS", default=None, is_eager=True,  # read before --target's check
                      help="Build and measure on a Ray cluster: auto (the one this machine joined), "
                           "HOST:PORT of its head, or ray://HOST:PORT. Needs the distributed extra."),
         click.option("--early-stopping", type=POSITIVE_INT, default=None, metavar="N",

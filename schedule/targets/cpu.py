@@ -183,6 +183,28 @@ def preset(facts: CpuFacts, isa: str) -> CpuFacts:
     return replace(facts, isa=isa, vector_bits=bits, isa_flags=flags)
 
 
+def compiled_isa(facts: CpuFacts) -> str | None:
+    """The ISA whose preset flags ``facts`` compile with, or None where they are another
+    set (``-march=native``: whatever the machine that compiles has)."""
+    return next((name for name, (_, _, flags) in ISAS.items() if tuple(facts.isa_flags) == flags), None)
+
+
+def missing_instructions(facts: CpuFacts, host: CpuFacts) -> str | None:
+    """Why kernels compiled for ``facts`` cannot run on ``host``, or None: a preset's ISA
+    wider than the host's (``cpu:avx512`` on an AVX2-only CPU) would stop every kernel with
+    an illegal instruction. Flags of no preset (``-march=native``) run on the CPU that
+    compiles them."""
+    isa = compiled_isa(facts)
+    ranks = list(ISAS)  # widest first
+    if isa is None or (host.isa in ranks and ranks.index(host.isa) <= ranks.index(isa)):
+        return None
+    runnable = [f"cpu:{name}" for name in CpuKind.presets
+                if host.isa in ranks and ranks.index(name) >= ranks.index(host.isa)]
+    return (f"this CPU ({host.model or 'unnamed'}) lacks {isa} (it has {host.isa}): every kernel built for "
+            f"it would stop with an illegal instruction; use the target cpu (this CPU's own instructions)"
+            + (f" or {' or '.join(runnable)}" if runnable else ""))
+
+
 class CpuKind(TargetKind):
     """``cpu``: C compiled by gcc with OpenMP, run in a measuring process (``ConfigSpace``)."""
 

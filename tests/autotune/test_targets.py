@@ -137,6 +137,32 @@ def test_cuda_cannot_be_measured_here_and_says_why():
         LocalRunner().run(task, [])  # the CPU measuring process refuses a cuda task too
 
 
+def test_a_preset_of_wider_vectors_than_the_cpu_has_is_refused_before_any_kernel_runs(monkeypatch):
+    from schedule.targets import cpu
+
+    avx2_host = detect_cpu_facts(CPUINFO_AVX2, CACHES, cores=2)
+    avx512_host = detect_cpu_facts(CPUINFO_AVX512, CACHES, cores=2)
+    arm_host = detect_cpu_facts(CPUINFO_ARM, CACHES, cores=2)
+    avx512, avx2 = parse_target("cpu:avx512").facts, parse_target("cpu:avx2").facts
+    problem = cpu.missing_instructions(avx512, avx2_host)
+    assert "lacks avx512 (it has avx2)" in problem and "AMD Ryzen 7 5800X" in problem
+    assert problem.endswith("use the target cpu (this CPU's own instructions) or cpu:avx2")
+    assert cpu.missing_instructions(avx2, avx2_host) is None
+    assert cpu.missing_instructions(avx512, avx512_host) is None and cpu.missing_instructions(avx2, avx512_host) is None
+    assert cpu.missing_instructions(avx2, arm_host).endswith("own instructions)")  # no x86 preset runs there
+    assert cpu.missing_instructions(avx2_host, avx512_host) is None  # -march=native: the compiling CPU's own
+    assert cpu.compiled_isa(avx512) == "avx512" and cpu.compiled_isa(avx2_host) is None
+
+    monkeypatch.setattr(cpu, "host_cpu_facts", lambda: avx2_host)
+    assert "lacks avx512" in targets.measure_problem("cpu:avx512")
+    assert targets.measure_problem("cpu:avx2") is None and targets.measure_problem("cpu") is None
+    from autotune.runner import LocalRunner
+
+    task = Task("matmul", dict(M=8, N=8, K=8), target="cpu:avx512")
+    with pytest.raises(targets.MeasureUnavailable, match="lacks avx512"):
+        LocalRunner().run(task, [])
+
+
 def test_status_enum_round_trips_through_the_database(tmp_path):
     assert Status("ok") == "ok" and str(Status.TIMEOUT) == "timeout" and f"{Status.INVALID}" == "invalid"
     assert MeasureResult("wrong_answer").status is Status.WRONG_ANSWER

@@ -15,6 +15,7 @@ import tuning_db
 from autotune.cli import cli
 from autotune.cli.log_cmd import log_group
 from autotune.cli.options import gpu_available
+from schedule.targets import parse_target
 
 from cli_helpers import TINY_MATMUL, cli_env
 
@@ -57,6 +58,10 @@ CASES = {
 if not gpu_available():
     CASES["cuda without a GPU"] = ([*TINY_MATMUL, "--trials", "4", "--target", "cuda"], USAGE,
                                    "Invalid value for '--target': no CUDA GPU found")
+
+if parse_target("cpu").facts.isa != "avx512":
+    CASES["avx512 on a CPU without it"] = ([*TINY_MATMUL, "--trials", "4", "--target", "cpu:avx512"], USAGE,
+                                           "Invalid value for '--target': this CPU (")
 
 
 @pytest.fixture(scope="module")

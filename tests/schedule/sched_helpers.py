@@ -114,11 +114,10 @@ def runnable(spec: str):
     where it lacks the preset's. Tests that run kernels of a fixed preset take it, so they
     pass on AVX2-only machines too (gcc splits the wider vectors)."""
     from schedule.targets import parse_target
-    from schedule.targets.cpu import ISAS, host_cpu_facts
+    from schedule.targets.cpu import host_cpu_facts, missing_instructions
 
     target = parse_target(spec)
     host = host_cpu_facts()
-    ranks = list(ISAS)  # widest first
-    if host.isa in ranks and ranks.index(host.isa) <= ranks.index(target.facts.isa):
+    if missing_instructions(target.facts, host) is None:
         return target
     return target.with_facts(isa_flags=host.isa_flags)
