@@ -35,7 +35,7 @@ CPU_PIPELINE: list[Pass] = [
     specialize_rows_pass,       # a short loop choosing a select's branch: one copy per iteration
     tail_bounds_pass,           # a tail guard shared by a loop's body becomes its bound (branch-free)
     promote_accumulators_pass,  # a small accumulator tile stays in registers across reduce loops
-    share_storage_pass,         # root buffers of disjoint lifetimes share memory
+    share_storage_pass,         # buffers of disjoint lifetimes share memory (root, and per loop)
     verify_pass,                # a broken invariant fails here, not as wrong code at run time
 ]
 

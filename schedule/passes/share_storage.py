@@ -8,20 +8,27 @@ use the same memory (``exp`` of a chain ``x -> exp -> sum -> log -> y`` is dead 
 sum is taken, so ``log`` may reuse it). Buffers are assigned to slots largest first, each
 into the first slot none of whose members is live when it is; a slot shared by several
 buffers becomes one flat buffer as large as its largest user, accessed at each user's
-flat index. Buffers attached inside loops already reuse memory: an allocation in a loop
-body is freed at the end of each iteration. Only the root chain is planned; a buffer
-alone in its slot is left as it was.
+flat index. A buffer alone in its slot is left as it was.
+
+Stages computed at a loop are allocated the same way around that loop's body (their
+nests, then the host's body), and are planned the same way over those statements: of
+a chain computed per row, the row's ``exp`` and its ``log`` share one row of storage.
+Below the root only ``global`` buffers of a cache line or more are planned: a ``local``
+tile is meant to stay in registers, and a GPU's threads run a loop's statements side by
+side (its ``shared`` buffers would need a barrier between the last reader of one and the
+first writer of the next).
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
+from te import dtypes
 from te.expr import Const, Expr, post_order
 
-from ..ir import Allocate, Buffer, BufferLoad, BufferStore, LoweredFunc, Seq, Stmt, walk
+from ..ir import Allocate, Buffer, BufferLoad, BufferStore, For, LoweredFunc, Seq, Stmt, walk
 from ..simplify import Analyzer
-from .base import PassContext, lowering_pass
+from .base import PassContext, StmtMutator, lowering_pass
 from .ir_tools import RemapAccesses, stmt_exprs
 
 
@@ -75,15 +82,43 @@ def _flat_index(buf: Buffer, indices, an: Analyzer) -> tuple[Expr, ...]:
     return (an.simplify(flat),)
 
 
-def share_storage(body: Stmt, analyzer: Analyzer | None = None) -> Stmt:
-    """``body`` with the root buffers of disjoint lifetimes in shared storage."""
-    buffers, inner = [], body
-    while isinstance(inner, Allocate):
-        buffers.append(inner.buffer)
-        inner = inner.body
-    if len(buffers) < 2 or not isinstance(inner, Seq):
+def _chain(body: Stmt) -> tuple[list[Buffer], Stmt]:
+    """The buffers of ``body``'s leading chain of ``Allocate`` (outermost first), and what
+    they are allocated around."""
+    buffers = []
+    while isinstance(body, Allocate):
+        buffers.append(body.buffer)
+        body = body.body
+    return buffers, body
+
+
+def _allocated(buffers: list[Buffer], body: Stmt) -> Stmt:
+    """``body`` inside an ``Allocate`` of each of ``buffers``, the first outermost."""
+    for buf in reversed(buffers):
+        body = Allocate(buf, body)
+    return body
+
+
+#: The scopes planned below the root (see the module docstring).
+BELOW_ROOT_SCOPES = frozenset({"global"})
+#: Below the root, buffers smaller than this (a cache line) keep their own storage: a
+#: row's statistic shares nothing worth its name.
+BELOW_ROOT_MIN_BYTES = 64
+
+
+def share_storage(body: Stmt, analyzer: Analyzer | None = None, scopes: frozenset | None = None,
+                  min_bytes: int = 0) -> Stmt:
+    """``body`` with the buffers its leading chain of ``Allocate`` holds (of ``scopes``,
+    None: every scope; of at least ``min_bytes``) in shared storage where their lifetimes
+    over the chain's statements do not overlap."""
+    buffers, inner = _chain(body)
+    if not isinstance(inner, Seq):
         return body
-    slots = plan_slots(buffers, inner.stmts)
+    planned = [b for b in buffers if (scopes is None or b.scope in scopes)
+               and b.size * dtypes.nbytes(b.dtype) >= min_bytes]
+    if len(planned) < 2:
+        return body
+    slots = plan_slots(planned, inner.stmts)
     shared = [s for s in slots if len(s.members) > 1]
     if not shared:
         return body
@@ -99,19 +134,44 @@ def share_storage(body: Stmt, analyzer: Analyzer | None = None) -> Stmt:
             return None
         return into[buf], lambda indices: _flat_index(buf, indices, an)
 
-    new_body: Stmt = RemapAccesses(flattened).visit(inner)
     kept = [b for b in buffers if b not in into]
-    storages = list(dict.fromkeys(into.values()))
-    for buf in reversed(kept + storages):
-        new_body = Allocate(buf, new_body)
-    return new_body
+    return _allocated(kept + list(dict.fromkeys(into.values())), RemapAccesses(flattened).visit(inner))
+
+
+class _ShareInLoops(StmtMutator):
+    """Every chain of allocations it meets (those of the stages computed at one loop)
+    planned by ``share_storage`` over ``BELOW_ROOT_SCOPES`` and ``BELOW_ROOT_MIN_BYTES``,
+    inner chains first."""
+
+    def __init__(self, analyzer: Analyzer):
+        super().__init__()
+        self.analyzer = analyzer
+
+    def visit_Allocate(self, s: Allocate) -> Stmt:
+        buffers, inner = _chain(s)
+        body = self.visit(inner)
+        chain = s if body is inner else _allocated(buffers, body)
+        return share_storage(chain, self.analyzer, BELOW_ROOT_SCOPES, BELOW_ROOT_MIN_BYTES)
+
+
+def share_storage_in_loops(body: Stmt, analyzer: Analyzer | None = None) -> Stmt:
+    """``body`` (a function body) with the buffers allocated inside its loops shared where
+    their lifetimes do not overlap; the root chain itself is ``share_storage``'s. A GPU
+    function (a loop bound to threads) is left as it is."""
+    if any(isinstance(n, For) and n.thread_tag is not None for n in walk(body)):
+        return body  # a GPU kernel's threads run a loop's statements side by side
+    buffers, inner = _chain(body)
+    new = _ShareInLoops(analyzer or Analyzer()).visit(inner)
+    return body if new is inner else _allocated(buffers, new)
 
 
 @lowering_pass("share_storage")
 def share_storage_pass(func: LoweredFunc, ctx: PassContext) -> LoweredFunc:
-    """Root buffers whose lifetimes do not overlap use the same memory."""
-    body = share_storage(func.body, ctx.analyzer)
+    """Buffers whose lifetimes do not overlap use the same memory: at the root, and among
+    the stages computed at one loop."""
+    body = share_storage(share_storage_in_loops(func.body, ctx.analyzer), ctx.analyzer)
     return func if body is func.body else dataclasses.replace(func, body=body)
 
 
-__all__ = ["plan_slots", "share_storage", "share_storage_pass"]
+__all__ = ["BELOW_ROOT_MIN_BYTES", "BELOW_ROOT_SCOPES", "plan_slots", "share_storage", "share_storage_in_loops",
+           "share_storage_pass"]

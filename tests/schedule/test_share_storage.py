@@ -1,4 +1,5 @@
-"""Root buffers whose lifetimes do not overlap share storage (``passes.share_storage``)."""
+"""Buffers whose lifetimes do not overlap share storage (``passes.share_storage``): at the
+root, and among the stages computed at one loop."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,8 @@ import schedule
 import te
 from schedule import ir
 from schedule.explain import explain
-from schedule.passes.share_storage import plan_slots
-from sched_helpers import check, workload
+from schedule.passes.share_storage import plan_slots, share_storage_in_loops
+from sched_helpers import check, tensor, workload
 
 
 def _chain(n: int = 6, cols: int = 50):
@@ -61,8 +62,59 @@ def test_buffers_live_in_one_statement_never_share():
     assert all(len(s.members) == 1 for s in slots)
 
 
-def test_fused_schedules_keep_their_loop_buffers():
-    """Buffers attached inside loops are freed per iteration already: untouched."""
+def _loop_allocations(func) -> list[ir.Buffer]:
+    """The buffers allocated below the root, in the order they are met."""
+    root = set(_root_allocations(func))
+    return [n.buffer for n in ir.walk(func.body) if isinstance(n, ir.Allocate) and n.buffer not in root]
+
+
+def _chain_per_row(wl, Y):
+    """The chain's schedule with every intermediate computed per row of Y."""
+    s = schedule.create_schedule(Y)
+    for name in "ASBC":
+        s[tensor(wl, name)].compute_at(s[Y], Y.op.axis[0])
+    return s
+
+
+def test_stages_computed_at_one_loop_share_its_storage_where_their_lifetimes_allow():
+    """Per row: A's row is dead once S is summed, so C's row takes its storage, as at the
+    root; S and B (one value each) keep their own."""
+    wl, Y = _chain()
+    s = _chain_per_row(wl, Y)
+    module = check(s, wl)
+    assert not _root_allocations(module.func)
+    assert sorted(b.name for b in _loop_allocations(module.func)) == ["A_C", "B", "S"]
+    shared = next(b for b in _loop_allocations(module.func) if b.name == "A_C")
+    assert shared.shape == (50,)
+    unshared = schedule.lower(s, wl.args, pipeline=schedule.passes.pipeline("cpu")[:-2])
+    assert sorted(b.name for b in _loop_allocations(unshared)) == ["A", "B", "C", "S"]
+    assert explain(module.func.body).peak_bytes < explain(unshared.body).peak_bytes
+
+
+def test_only_global_buffers_share_below_the_root():
+    """A local tile stays an array of its own (registers), whatever its lifetime."""
+    i, j = te.var("i"), te.var("j")
+    out = ir.Buffer("out", (16,), "float32", is_arg=True)
+    bufs = {n: ir.Buffer(n, (16,), "float32", scope) for n, scope in  # a cache line each
+            (("a", "local"), ("b", "global"), ("c", "local"), ("d", "global"))}
+
+    def copy(dst, src):
+        return ir.For(j, te.const(16), ir.SERIAL, ir.BufferStore(dst, (j,), ir.BufferLoad(src, (j,), "float32")))
+
+    names = "abcd"
+    chain: ir.Stmt = ir.seq(copy(bufs["a"], out), *(copy(bufs[b], bufs[a]) for a, b in zip(names, names[1:])),
+                            copy(out, bufs["d"]))
+    for n in reversed(names):
+        chain = ir.Allocate(bufs[n], chain)
+    body = share_storage_in_loops(ir.For(i, te.const(3), ir.SERIAL, chain))
+    found = sorted(n.buffer.name for n in ir.walk(body) if isinstance(n, ir.Allocate))
+    assert found == ["a", "b_d", "c"], found  # a and c are disjoint too, but local
+
+
+def test_fused_schedules_keep_their_loop_buffers_apart_while_live():
+    """Softmax per row: the max is dead once the exponentials are taken and the sum is
+    taken after them, but one value each is below what is worth sharing; the
+    exponentials are live throughout."""
     wl = te.create_workload("softmax", shape=[8, 40])
     Y = wl.outputs[0]
     s = schedule.create_schedule(Y)
@@ -71,6 +123,7 @@ def test_fused_schedules_keep_their_loop_buffers():
         s[stage].compute_at(s[Y], Y.op.axis[0])
     module = check(s, wl)
     assert not _root_allocations(module.func)
+    assert sorted(b.name for b in _loop_allocations(module.func)) == ["softmax_exp", "softmax_max", "softmax_sum"]
     got = np.empty((8, 40), np.float32)
     x = wl.random_inputs(0)[0]
     module(x, got)
