@@ -37,6 +37,10 @@ from .stage import Schedule, create_schedule
 SKETCH_VERSION = "cpu-v1"
 #: Unroll budgets: loops are unrolled innermost-first while the unrolled body stays under this.
 UNROLL_STEPS = (0, 16, 64, 256)
+#: ... and while the innermost (vector) loop is copied at most this many times: gcc
+#: vectorizes each copy as a loop of its own, so a budget of 256 spent on copies of a loop
+#: of one instruction (a narrow tile, a short vector) made builds of tens of seconds.
+MAX_UNROLLED_LOOP_COPIES = 64
 #: Most SIMD bytes one vectorized loop may cover (four 512-bit registers).
 MAX_VECTOR_BYTES = 256
 #: Largest register tile (innermost S3 level), in elements.
@@ -692,7 +696,8 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     ``S1 R0 S2 R1 S3`` (``three_levels``; else ``S2 R0 R1 S3``, the cache block already
     outside), the S3 loop of the vectorized axis innermost and vectorized (the register
     tile's accumulators are laid out in that order), the input ``d.local_pack`` copied per
-    outer reduction step, the innermost small loops unrolled within ``d.unroll``."""
+    outer reduction step, the innermost small loops unrolled within ``d.unroll`` (and
+    ``MAX_UNROLLED_LOOP_COPIES``)."""
     tiles = d.tiles
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
@@ -719,9 +724,11 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     extents.update({id(x): rt[0] for x, rt in zip(r1, d.reduce_tiles)})
     budget = d.unroll
     body = max(1, -(-tiles[v][2] // 16))  # the vector loop's body, in 16-lane instructions
+    copies = 1
     for loop in list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2)):
         body *= extents[id(loop)]
-        if body > budget:
+        copies *= extents[id(loop)]
+        if body > budget or copies > MAX_UNROLLED_LOOP_COPIES:
             break
         if extents[id(loop)] > 1:
             tiled.unroll(loop)
