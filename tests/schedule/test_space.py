@@ -207,6 +207,27 @@ def test_local_mutation_moves_a_tile_by_a_factor_of_two():
     assert changed > 0
 
 
+def test_unrolling_copies_the_innermost_loop_at_most_the_cap_whatever_the_budget(monkeypatch):
+    """A budget of 256 spent on a vector loop of one instruction (a GEMV's narrow tiles)
+    copied it 256 times, which gcc took tens of seconds to compile; the cap stops at 64."""
+    import schedule.space as space_module
+    from autotune.builder import unrolled_copies
+
+    task = Task("dense", dict(M=1, N=256, K=256, bias=False, relu=False))
+    rng = random.Random(0)
+    configs = []
+    while len(configs) < 40:
+        config = task.space.sample(rng)
+        if task.space.decisions(config)["dense"].unroll == 256:
+            configs.append(config)
+    capped = [unrolled_copies(task.lower(c)) for c in configs]
+    assert max(capped) == space_module.MAX_UNROLLED_LOOP_COPIES
+    monkeypatch.setattr(space_module, "MAX_UNROLLED_LOOP_COPIES", 10 ** 9)
+    uncapped = [unrolled_copies(task.lower(c)) for c in configs]
+    assert max(uncapped) > space_module.UNROLL_STEPS[-1] // 2  # the budget alone let them grow
+    assert all(c == u for c, u in zip(capped, uncapped) if u <= 64)  # below the cap nothing changed
+
+
 def test_factor_candidates_cover_odd_and_prime_extents():
     assert factor_candidates(13) == [1, 2, 3, 4, 5, 6, 7, 8, 13]
     assert 3 not in factor_candidates(1024) and 512 in factor_candidates(1024)
