@@ -59,14 +59,8 @@ def compile_times(op: str, params: dict, configs: int, seed: int, slow: float) -
     return times, slow_lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", type=int, default=40)
-    parser.add_argument("--seed", type=int, default=2)
-    parser.add_argument("--slow", type=float, default=5.0, help="list configs slower than this (seconds)")
-    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
-    args = parser.parse_args()
-    os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-compile-time-")
+def report(args) -> None:
+    """Compile ``args.configs`` configs of each workload and print the table."""
     print(f"# compile time per candidate, {args.configs} random configs per workload, seed {args.seed}, "
           f"empty compile cache, timeout {TIMEOUT_S:.0f} s")
     print("| workload | median | p90 | max | total |")
@@ -82,6 +76,18 @@ def main() -> None:
         notes += [f"<!-- {name}: {line} -->" for line in slow_lines]
     print("\n".join(notes))
     print(json.dumps({"seed": args.seed, "configs": args.configs}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--slow", type=float, default=5.0, help="list configs slower than this (seconds)")
+    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="autotune-compile-time-") as cache:
+        os.environ["AUTOTUNE_CACHE_DIR"] = cache
+        report(args)
 
 
 if __name__ == "__main__":
