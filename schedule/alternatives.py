@@ -35,6 +35,7 @@ from te.ops.winograd import TILES, conv2d_winograd_nchw
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet
+from .decisions import REDUCE_INNER
 from .space import ConfigSpace
 
 ALGORITHM = "algorithm"
@@ -396,7 +397,7 @@ def _partials_in_parallel(space: ConfigSpace, points: list[Config]) -> list[Conf
         name = space.names[plan.op]
         changes.update({k: 1 for k in knobs if k.startswith(f"{name}.tile.")})
         for knob, value in ((f"{name}.parallel", max(knobs[f"{name}.parallel"].candidates)),
-                            (f"{name}.order", "reduce_inner")):
+                            (f"{name}.order", REDUCE_INNER)):
             if knob in knobs and value in knobs[knob].candidates:
                 changes[knob] = value
     out: dict[str, Config] = {}

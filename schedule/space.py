@@ -722,13 +722,11 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
     extents.update({id(x): t[1] for x, t in zip(s2, tiles)})
     extents.update({id(x): rt[0] for x, rt in zip(r1, d.reduce_tiles)})
-    budget = d.unroll
-    body = max(1, -(-tiles[v][2] // 16))  # the vector loop's body, in 16-lane instructions
-    copies = 1
+    vector_body = max(1, -(-tiles[v][2] // 16))  # the vector loop's body, in 16-lane instructions
+    copies = 1  # of the vector loop, once the loops so far are unrolled
     for loop in list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2)):
-        body *= extents[id(loop)]
         copies *= extents[id(loop)]
-        if body > budget or copies > MAX_UNROLLED_LOOP_COPIES:
+        if copies * vector_body > d.unroll or copies > MAX_UNROLLED_LOOP_COPIES:
             break
         if extents[id(loop)] > 1:
             tiled.unroll(loop)

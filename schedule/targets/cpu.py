@@ -8,10 +8,13 @@ Plain ``cpu`` compiles with ``-march=native`` (the code runs on this CPU model o
 tuning records say which model) and, on x86, ``-mprefer-vector-width`` of the detected
 width: gcc's tuning for several AVX-512 CPUs (Ice Lake and Sapphire Rapids servers, and
 any model it maps to one, such as a virtual machine's) vectorizes ``omp simd`` loops at
-256 bits, so a register tile sized for 16 lanes would run at half the FMA width. A preset replaces the detected ISA, vector width and
-ISA flags, and keeps the detected cores, caches and model name: it says what code to
-generate, not which machine runs it. ``detect_cpu_facts`` takes the texts it parses as
-arguments, so it can be checked against any machine's ``/proc/cpuinfo``.
+256 bits, so a register tile sized for 16 lanes would run at half the FMA width.
+
+A preset replaces the detected ISA, vector width and ISA flags, and keeps the detected
+cores, caches and model name: it says what code to generate, not which machine runs it
+(``missing_instructions`` says when this machine cannot run it). ``detect_cpu_facts``
+takes the texts it parses as arguments, so it can be checked against any machine's
+``/proc/cpuinfo``.
 """
 from __future__ import annotations
 
@@ -196,10 +199,10 @@ def missing_instructions(facts: CpuFacts, host: CpuFacts) -> str | None:
     compiles them."""
     isa = compiled_isa(facts)
     ranks = list(ISAS)  # widest first
-    if isa is None or (host.isa in ranks and ranks.index(host.isa) <= ranks.index(isa)):
+    runs_here = ranks[ranks.index(host.isa):] if host.isa in ranks else []  # the host's ISA and narrower
+    if isa is None or isa in runs_here:
         return None
-    runnable = [f"cpu:{name}" for name in CpuKind.presets
-                if host.isa in ranks and ranks.index(name) >= ranks.index(host.isa)]
+    runnable = [f"cpu:{name}" for name in CpuKind.presets if name in runs_here]
     return (f"this CPU ({host.model or 'unnamed'}) lacks {isa} (it has {host.isa}): every kernel built for "
             f"it would stop with an illegal instruction; use the target cpu (this CPU's own instructions)"
             + (f" or {' or '.join(runnable)}" if runnable else ""))
