@@ -31,11 +31,13 @@ from te import dtypes
 from te import tensor as te_tensor
 from te.dag import topological_order
 from te.expr import Binary, Const, Reduce, TensorRead, all_of, post_order, structural_equal, substitute, transform
+from te.ops.blocks import attention, flash_attention
 from te.ops.winograd import TILES, conv2d_winograd_nchw
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet
 from .decisions import REDUCE_INNER
+from .sketch import same_dag
 from .space import ConfigSpace
 
 ALGORITHM = "algorithm"
@@ -59,8 +61,16 @@ RFACTOR = "rfactor"
 #: The name of a split reduction's stage of partial results: ``<reduction>_rf``.
 RFACTOR_SUFFIX = "_rf"
 
+#: FlashAttention: attention (``te.ops.attention``) computed over blocks of this many keys
+#: (``te.ops.flash_attention``), each size that leaves at least two blocks. A block's scores
+#: stay in L1/L2 beside the row block's output; longer blocks rescale less often.
+FLASH_BLOCKS = (64, 128)
+FLASH = "flash"
+
 LABELS = {DIRECT: "the DAG as written", **{f"winograd{m}": f"Winograd F({m}x{m}, 3x3)" for m in TILES},
-          RFACTOR: f"each long reduction with few results in {RFACTOR_PARTS} parallel parts, then combined"}
+          RFACTOR: f"each long reduction with few results in {RFACTOR_PARTS} parallel parts, then combined",
+          **{f"{FLASH}{b}": f"FlashAttention over blocks of {b} keys, combined by an online softmax"
+             for b in FLASH_BLOCKS}}
 
 
 def alternatives(outputs: list[Tensor]) -> dict[str, list[Tensor]]:
@@ -72,7 +82,10 @@ def alternatives(outputs: list[Tensor]) -> dict[str, list[Tensor]]:
       by Winograd's F(2, 3) and by F(4, 3) (what reads it, a fused epilogue, reads the new
       result);
     - ``rfactor``: where the DAG holds reductions with few results over a long axis
-      (``_rfactor_axis``), the DAG with each of them split in parts (``_rfactored``).
+      (``_rfactor_axis``), the DAG with each of them split in parts (``_rfactored``);
+    - ``flash64``, ``flash128``: where the DAG holds one ``te.ops.attention``
+      (``_attention_candidate``), the DAG with it computed by ``te.ops.flash_attention``
+      over blocks of that many keys (each size that leaves at least two blocks).
 
     Empty for every other DAG."""
     others: dict[str, list[Tensor]] = {}
@@ -85,7 +98,41 @@ def alternatives(outputs: list[Tensor]) -> dict[str, list[Tensor]]:
     split = _rfactor_all(outputs)
     if split is not None:
         others[RFACTOR] = split
+    found = [(op, qkv) for op in topological_order(outputs) if (qkv := _attention_candidate(op)) is not None]
+    if len(found) == 1:
+        ((op, (Q, K, V, causal)),) = found
+        seq = Q.shape[1]
+        others.update({f"{FLASH}{b}": _replaced(outputs, op, flash_attention(Q, K, V, causal, b))
+                       for b in FLASH_BLOCKS if seq % b == 0 and seq // b >= 2})
     return others
+
+
+def _attention_candidate(op) -> tuple[Tensor, Tensor, Tensor, bool] | None:
+    """(Q, K, V, causal) when ``op`` is ``te.ops.attention``'s output, the whole DAG behind it
+    as that function builds it (checked by building it again from Q, K and V and comparing
+    stage by stage); else None."""
+    if not (isinstance(op, ComputeOp) and op.tag == "batch_matmul" and len(op.axis) == 3):
+        return None
+    body = op.body
+    if not (isinstance(body, Reduce) and body.combiner == "sum" and isinstance(body.source, Binary)
+            and isinstance(body.source.b, TensorRead) and isinstance(body.source.a, TensorRead)):
+        return None
+    V = body.source.b.tensor
+    scores = [p for p in topological_order([op.output(0)])
+              if isinstance(p, ComputeOp) and p is not op and p.tag == "batch_matmul"]
+    if len(scores) != 1 or not isinstance(scores[0].body, Reduce):
+        return None
+    reads = [n for n in post_order(scores[0].body.source) if isinstance(n, TensorRead)]
+    if len(reads) != 2:
+        return None
+    Q, K = (r.tensor for r in reads)
+    if not (Q.shape == K.shape == V.shape and len(Q.shape) == 3 and dtypes.is_float(Q.dtype)
+            and Q.dtype == K.dtype == V.dtype):
+        return None
+    for causal in (False, True):
+        if same_dag(attention(Q, K, V, causal), op.output(0)):
+            return Q, K, V, causal
+    return None
 
 
 def _rfactor_axis(op):

@@ -24,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from te.expr import Binary, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform
+from te import dtypes
+from te.expr import Binary, Call, Const, Expr, Reduce, TensorRead, Var, free_vars, post_order, substitute, transform
 from te.tensor import REDUCE, IterVar, PlaceholderOp, Tensor
 
 from . import ir, passes
@@ -44,6 +45,7 @@ class _StageInfo:
     stage: Stage
     body: Expr  # effective body: inlined producers substituted
     buffer: Buffer | None = None
+    state: Buffer | None = None  # a softmax_sum's running maximum, shaped as its accumulator
     root_min: dict[IterVar, Expr] = field(default_factory=dict)
     root_extent: dict[IterVar, int] = field(default_factory=dict)
     extent: dict[IterVar, int] = field(default_factory=dict)  # every iter var of the stage
@@ -326,6 +328,9 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
     if info.buffer is None:
         shape = tuple(info.root_extent[iv] for iv in op.axis)
         info.buffer = Buffer(op.name, shape, op.output(0).dtype, st.scope)
+    if isinstance(info.body, Reduce) and info.body.combiner == "softmax_sum":
+        info.state = Buffer(f"{op.name}_running_max", info.buffer.shape, info.buffer.dtype,
+                            "local" if st.scope == "local" else st.scope)
     # Each axis of a region that may pass the tensor's edge, in tensor coordinates.
     clipped = {iv: infos.an.simplify(Binary("add", info.root_min[iv], info.local[iv], "int32"))
                for iv in op.axis if info.root_extent[iv] != iv.extent}
@@ -520,9 +525,17 @@ def _root_body(s: Schedule, infos) -> Stmt:
     body = seq(*nests)
     for st in reversed(s.stages):
         info = infos.get(st)
-        if info is not None and st.attach == "root" and not info.buffer.is_arg:
-            body = Allocate(info.buffer, body)
+        if info is not None and st.attach == "root":
+            body = _allocated(info, body)
     return body
+
+
+def _allocated(info: _StageInfo, body: Stmt) -> Stmt:
+    """``body`` inside the allocations of ``info``'s stage: its buffer unless a kernel
+    argument holds it, and a softmax_sum's running maximum."""
+    if info.state is not None:
+        body = Allocate(info.state, body)
+    return body if info.buffer.is_arg else Allocate(info.buffer, body)
 
 
 def _root_order(s: Schedule, infos) -> list[Stage]:
@@ -572,7 +585,7 @@ def _with_attached(s: Schedule, infos, host: Stage, iv: IterVar, body: Stmt) -> 
         return body
     body = seq(*[_stage_nest(s, infos, infos[st]) for st in attached], body)
     for st in reversed(attached):
-        body = Allocate(infos[st].buffer, body)
+        body = _allocated(infos[st], body)
     return body
 
 
@@ -605,12 +618,30 @@ def _update_stmt(s: Schedule, infos, info: _StageInfo, store_idx) -> Stmt:
     if isinstance(body, Reduce):
         source = _loads(s, infos, substitute(body.source, env))
         acc = BufferLoad(info.buffer, store_idx, body.dtype)
-        stmt: Stmt = BufferStore(info.buffer, store_idx, Binary({"sum": "add"}.get(body.combiner, body.combiner), acc, source, body.dtype))
+        if body.combiner == "softmax_sum":
+            stmt: Stmt = _rescaled_update(info, store_idx, acc, source, _loads(s, infos, substitute(body.logit, env)))
+        else:
+            stmt = BufferStore(info.buffer, store_idx, Binary({"sum": "add"}.get(body.combiner, body.combiner), acc, source, body.dtype))
         if body.condition is not None:
             stmt = IfThenElse(_loads(s, infos, substitute(body.condition, env)), stmt)
     else:
         stmt = BufferStore(info.buffer, store_idx, _loads(s, infos, substitute(body, env)))
     return _guarded(stmt, info.guards)
+
+
+def _rescaled_update(info: _StageInfo, store_idx, acc: Expr, value: Expr, logit: Expr) -> Stmt:
+    """A softmax_sum's step: with ``m`` the running maximum and ``m' = max(m, logit)``,
+    ``acc = acc * exp(m - m') + value * exp(logit - m')``, then ``m = m'``. The first step
+    (``m`` = -inf) gives ``acc = value``."""
+    dtype = acc.dtype
+    m = BufferLoad(info.state, store_idx, dtype)
+    top = Binary("max", m, logit, dtype)
+
+    def weight(x: Expr) -> Expr:
+        return Call("exp", (Binary("sub", x, top, dtype),), dtype)
+
+    rescaled = Binary("add", Binary("mul", acc, weight(m), dtype), Binary("mul", value, weight(logit), dtype), dtype)
+    return seq(BufferStore(info.buffer, store_idx, rescaled), BufferStore(info.state, store_idx, top))
 
 
 def _init_nest(info: _StageInfo, store_idx, spatial_below: list[IterVar], outer: list[IterVar]) -> Stmt:
@@ -619,7 +650,10 @@ def _init_nest(info: _StageInfo, store_idx, spatial_below: list[IterVar], outer:
     loops = [iv for iv in spatial_below if iv.kind != REDUCE]
     allowed = {iv.var for iv in loops + outer}
     guards = [g for g in info.guards if free_vars(g) <= allowed]
-    stmt: Stmt = _guarded(BufferStore(info.buffer, store_idx, info.body.identity), guards)
+    stmt: Stmt = BufferStore(info.buffer, store_idx, info.body.identity)
+    if info.state is not None:
+        stmt = seq(stmt, BufferStore(info.state, store_idx, Const(dtypes.min_value(info.state.dtype), info.state.dtype)))
+    stmt = _guarded(stmt, guards)
     for iv in reversed(loops):
         stmt = _loop(st, info, iv, stmt)
     return stmt

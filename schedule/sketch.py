@@ -26,8 +26,11 @@ with their statistics in one pass, while the row is still in cache. A multi-leve
 that tiles on its own (no fused owner) hosts the same way at its outer ``a`` loops, and
 such a stage can itself be computed at a host's loop: attention's scores, their softmax
 statistics and exponentials computed per block of query rows inside the loop of the
-product with V, so the score matrix never exists in full (FlashAttention's blocking,
-without the online rescaling: a block holds its rows' scores over every key).
+product with V, so the score matrix never exists in full (a block holds its rows' scores
+over every key). A stage that ``combines_online`` (``te.softmax_sum``,
+``te.ops.flash_attention``'s combine) hosts the stages whose results flow into it at its
+loop over the outer tile of its reduction: one key block's scores, statistics and product
+with V per step (FlashAttention with its online rescaling).
 
 The owner's loops are tiled in three levels per spatial axis, ``a`` (outer,
 parallel), ``b`` (cache block) and ``c`` (register tile); the multi_level stage is
@@ -291,6 +294,21 @@ def _same_op(mine: ComputeOp, theirs: ComputeOp, tensors: dict) -> bool:
     return _same_expr(mine.body, theirs.body, variables, tensors)
 
 
+def same_dag(mine: Tensor, theirs: Tensor) -> bool:
+    """Whether ``theirs`` is computed as ``mine`` is, stage by stage, from the same
+    placeholders (up to the names of stages and variables)."""
+    tensors: dict = {theirs: mine}
+    checked: set = set()
+    while len(checked) < len(tensors):
+        t, m = next((t, m) for t, m in tensors.items() if t not in checked)
+        checked.add(t)
+        if t is m:
+            continue
+        if not (isinstance(t.op, ComputeOp) and isinstance(m.op, ComputeOp) and _same_op(m.op, t.op, tensors)):
+            return False
+    return True
+
+
 def _same_expr(a, b, variables: dict, tensors: dict) -> bool:
     """``structural_equal`` up to a renaming of variables and tensors (b's -> a's)."""
     if type(a) is not type(b) or a.dtype != b.dtype:
@@ -312,15 +330,23 @@ def _same_expr(a, b, variables: dict, tensors: dict) -> bool:
     return len(ca) == len(cb) and all(_same_expr(x, y, variables, tensors) for x, y in zip(ca, cb))
 
 
+def combines_online(op) -> bool:
+    """Whether ``op`` reduces with ``te.softmax_sum``: it combines partial results (a key
+    block's sums in FlashAttention) one step of its reduction at a time, so the stages that
+    produce them can be computed inside that loop, one block per step."""
+    return isinstance(op, ComputeOp) and isinstance(op.body, Reduce) and op.body.combiner == "softmax_sum"
+
+
 def _find_hosts(sketch: Sketch, ops: list, inline_ops: set, out_ops: set) -> None:
     """Give each non-output simple stage, and each multi-level one without a fused owner,
-    the one stage all its results flow into (through stored stages) when that stage can
-    host it: a simple element-wise stage, or a multi-level one without a fused owner."""
+    the one stage all its results flow into (through stored stages, stopping at a stage
+    that ``combines_online``) when that stage can host it: a simple element-wise stage,
+    or a multi-level one without a fused owner."""
     readers = {op: _effective_readers(op, ops, inline_ops) for op in ops if op not in inline_ops}
     plan_of = {p.op: p for p in sketch.plans}
 
-    def sinks(op, seen=()) -> set:
-        if op in out_ops or not readers[op]:
+    def sinks(op, seen=()) -> set:  # a combine of blocks hosts what flows into it
+        if op in out_ops or not readers[op] or (seen and combines_online(op)):
             return {op}
         return set().union(*(sinks(r, seen + (op,)) for r in readers[op] if r not in seen))
 

@@ -31,7 +31,7 @@ from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIM
                         MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
                         StageLayout, decode_config)
 from .passes.specialize_rows import MAX_COPIES, row_variables
-from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, derive_sketch
+from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, combines_online, derive_sketch
 from .stage import Schedule, create_schedule
 
 SKETCH_VERSION = "cpu-v1"
@@ -367,15 +367,25 @@ class ConfigSpace(SearchSpace):
             elif plan.leader in leaders:  # tiled as its leader, then inside the leader's loops
                 lead, lead_d = leaders[plan.leader]
                 _apply_multi_level(s, plan, d)
-                _owner_stage(s, plan).compute_with(_owner_stage(s, lead), host_loops[lead.op][lead_d.siblings - 1])
+                _owner_stage(s, plan).compute_with(*host_loops[lead.op][lead_d.siblings - 1])
             elif plan.role in appliers:
                 host_loops[plan.op] = appliers[plan.role](s, plan, d)
-        for plan, d in attached:
-            loop = host_loops[plan.host][d.attach - 1]
-            if plan.role == MULTI_LEVEL:
-                _apply_attached_multi_level(s, plan, d, loop)
-            else:
-                _apply_attached(s, plan, loop)
+        while attached:  # a host first, when it is attached itself (a combine inside the output's loop)
+            ready = [(plan, d) for plan, d in attached if plan.host in host_loops]
+            if not ready:
+                raise ConfigError(f"invalid config: {', '.join(self.names[p.op] for p, _ in attached)} "
+                                  f"attach to hosts that are never scheduled")
+            for plan, d in ready:
+                at = host_loops[plan.host][d.attach - 1]
+                if at is None:
+                    raise ConfigError(f"invalid config: {self.names[plan.op]} attaches at loop {d.attach} of "
+                                      f"{self.names[plan.host]}, which is computed inside another stage's loop")
+                if plan.role == MULTI_LEVEL:
+                    host_loops[plan.op] = _apply_attached_multi_level(s, plan, d, at)
+                else:
+                    _apply_attached(s, plan, at)
+                    host_loops[plan.op] = []
+            attached = [(p, d) for p, d in attached if p.op not in host_loops]
         return s, self.args
 
     @functools.cached_property
@@ -422,8 +432,13 @@ class ConfigSpace(SearchSpace):
 
     @staticmethod
     def _describe_decisions(plan: StagePlan, d: StageDecisions) -> str:
-        where = (f"computed inside {plan.host.name}'s outer loop over its axis "
-                 f"{plan.host.axis[d.attach - 1].name}, for what one iteration reads") if d.attached else ""
+        where = ""
+        if d.attached and d.attach == reduction_level(plan.host):
+            where = (f"computed inside {plan.host.name}'s loop over the outer tile of its reduction "
+                     f"{plan.host.reduce_axis[0].name}, for what one step reads")
+        elif d.attached:
+            where = (f"computed inside {plan.host.name}'s outer loop over its axis "
+                     f"{plan.host.axis[d.attach - 1].name}, for what one iteration reads")
         if isinstance(d, MultiLevelDecisions):
             tiles = ", ".join(f"{t.axis}: {t}" for t in d.tiles)
             red = ", ".join(f"{r.axis}: {r[0]}" for r in d.reduce_tiles)
@@ -566,14 +581,24 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
     return []
 
 
+def reduction_level(host: ComputeOp) -> int:
+    """The attach level of a host's loop over the outer tile of its (first) reduction axis:
+    one past its spatial axes."""
+    return len(host.axis) + 1
+
+
 def _attach_candidates(plan: StagePlan) -> tuple[int, ...] | None:
     """For a stage with a host: 0 (on its own) and the host's outer loops over the leading
-    axes the stage shares with it (at least the first). A loop over an axis the stage does
+    axes the stage shares with it (at least the first). A host that combines blocks online
+    (``te.softmax_sum``: FlashAttention's loop over key blocks) offers its loop over the
+    blocks instead, so one block's stages are computed per step of the combine. A loop over an axis the stage does
     not have would compute the whole stage again in every iteration (softmax's row
     maximum inside the loop over column tiles): never faster, and such a candidate can
     take seconds to measure."""
     if plan.host is None:
         return None
+    if combines_online(plan.host):
+        return (0, reduction_level(plan.host))
     mine, host = plan.op.output(0).shape, plan.host.output(0).shape
     shared = 0
     while shared < min(len(mine), len(host)) and mine[shared] == host[shared]:
@@ -676,28 +701,37 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         owner.vectorize(c_axes[-1])
     a_after = _parallel_outer(owner, a_axes, d.parallel)
     tiled.compute_at(owner, a_after[-1] if d.at == AT_OUTER else b_axes[-1])
-    _tile_region(s, tiled, d, three_levels=d.at == AT_OUTER)
-    # the a-level loop over each axis, where a stage attached at that level goes
-    return [a_after[0]] * d.parallel + a_after[1:]
+    reduce_outer = _tile_region(s, tiled, d, three_levels=d.at == AT_OUTER)
+    # where a stage attached at each level goes: the a-level loop over each axis, then the
+    # loop over the outer reduction tile (``reduction_level``)
+    return [(owner, loop) for loop in [a_after[0]] * d.parallel + a_after[1:]] + _reduce_loops(tiled, reduce_outer)
 
 
-def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions, loop) -> None:
-    """Compute ``plan``'s multi-level stage inside its host's ``loop``, tiled S1 R0 S2 R1 S3
-    over what one iteration of that loop reads (a block of attention's score rows)."""
+def _reduce_loops(tiled, reduce_outer: list) -> list:
+    """(stage, loop) of the outer reduction tile a stage attaches to at ``reduction_level``."""
+    return [(tiled, reduce_outer[0])] if reduce_outer else []
+
+
+def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions, at) -> list:
+    """Compute ``plan``'s multi-level stage inside its host's loop ``at`` ((stage, loop)),
+    tiled S1 R0 S2 R1 S3 over what one iteration of that loop reads (a block of attention's
+    score rows). Returns where stages it hosts attach: only its outer reduction loop (its
+    a-level loops do not exist), at index ``reduction_level - 1``."""
     tiled = s[plan.op]
     if d.panel_pack is not None:
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
-    tiled.compute_at(s[plan.host], loop)
-    _tile_region(s, tiled, d, three_levels=True)
+    tiled.compute_at(*at)
+    reduce_outer = _tile_region(s, tiled, d, three_levels=True)
+    return [None] * len(plan.op.axis) + _reduce_loops(tiled, reduce_outer)
 
 
-def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool) -> None:
+def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool) -> list:
     """Tile a multi-level stage over the region it computes where it is attached:
     ``S1 R0 S2 R1 S3`` (``three_levels``; else ``S2 R0 R1 S3``, the cache block already
     outside), the S3 loop of the vectorized axis innermost and vectorized (the register
     tile's accumulators are laid out in that order), the input ``d.local_pack`` copied per
     outer reduction step, the innermost small loops unrolled within ``d.unroll`` (and
-    ``MAX_UNROLLED_LOOP_COPIES``)."""
+    ``MAX_UNROLLED_LOOP_COPIES``). Returns the R0 loops."""
     tiles = d.tiles
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
@@ -730,6 +764,7 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
             break
         if extents[id(loop)] > 1:
             tiled.unroll(loop)
+    return r0
 
 
 def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
@@ -789,14 +824,15 @@ def _apply_simple(s: Schedule, plan: StagePlan, d: SimpleDecisions) -> list:
             stage.vectorize(inner[-1])
     after = _parallel_outer(stage, outer, d.parallel)
     # the loop over each axis's outer tile, where a stage attached at that level goes
-    return [after[0]] * d.parallel + after[1:]
+    return [(stage, loop) for loop in [after[0]] * d.parallel + after[1:]]
 
 
-def _apply_attached(s: Schedule, plan: StagePlan, loop) -> None:
-    """Compute ``plan``'s stage inside its host's ``loop``: its loops cover what one
-    iteration reads; an element-wise stage vectorizes its last axis, and a reduction keeps
-    its reduction innermost, which the backend folds into a vector accumulator."""
+def _apply_attached(s: Schedule, plan: StagePlan, at) -> None:
+    """Compute ``plan``'s stage inside its host's loop ``at`` ((stage, loop)): its loops
+    cover what one iteration reads; an element-wise stage vectorizes its last axis, and a
+    reduction keeps its reduction innermost, which the backend folds into a vector
+    accumulator."""
     stage = s[plan.op]
-    stage.compute_at(s[plan.host], loop)
+    stage.compute_at(*at)
     if not plan.op.is_reduction and plan.op.axis[-1].extent > 1:
         stage.vectorize(plan.op.axis[-1])

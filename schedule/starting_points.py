@@ -26,8 +26,8 @@ from te.expr import TensorRead, free_vars, post_order
 
 from .config import Config, ConfigError
 from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED, VECTOR_LAST
-from .sketch import MULTI_LEVEL
-from .space import panel_inputs
+from .sketch import MULTI_LEVEL, combines_online
+from .space import panel_inputs, reduction_level
 
 #: Most starting points one space offers.
 LIMIT = 16
@@ -112,7 +112,10 @@ def _sibling_variants(space, decisions) -> list:
 
 
 def _row_level(plan) -> int:
-    """The attach level of the host's loop over its rows: its second-last axis, or its only one."""
+    """The attach level of the host's loop over its rows: its second-last axis, or its only
+    one; for a host that combines blocks online, its loop over the blocks."""
+    if combines_online(plan.host):
+        return reduction_level(plan.host)
     return max(1, len(plan.host.axis) - 1)
 
 
@@ -287,7 +290,11 @@ def _nearest_tile(cands, s3: int, s2: int):
 
 
 def _reduce_tiles(op, cands: dict, block: int) -> dict:
-    """Inner reduction tiles by axis, filled innermost axis first, product at most ``block``."""
+    """Inner reduction tiles by axis, filled innermost axis first, product at most ``block``;
+    for a stage that combines blocks online, one block per step of its outer loop (the
+    stages it hosts then compute one block at a time)."""
+    if combines_online(op):
+        return {iv.name: (1,) for iv in op.reduce_axis}
     tiles = {}
     left = block
     for iv in reversed(op.reduce_axis):

@@ -16,7 +16,7 @@ from .expr import (
 from .printer import compute_to_str, expr_to_str
 from .tensor import (
     ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, compute, max, min, placeholder,
-    reduce_axis, sum,
+    reduce_axis, softmax_sum, sum,
 )
 from .serialize import SerializeError, workload_from_json, workload_to_json
 from .workload import Workload, create_workload, flop_count, library_workloads, list_workloads, register_workload, workload_key

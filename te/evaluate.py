@@ -144,7 +144,9 @@ def _evaluate_body(op: ComputeOp, env, values) -> np.ndarray:
     if mask is not None:
         src = np.where(mask, src, np.asarray(identity, dtype=acc_dtype))
     raxes = tuple(range(nspatial, len(full)))
-    if body.combiner == "sum":
+    if body.combiner == "softmax_sum":
+        out = _softmax_sum(src, np.broadcast_to(ev.eval(body.logit, mask), full).astype(acc_dtype), mask, raxes)
+    elif body.combiner == "sum":
         out = np.sum(src, axis=raxes, dtype=acc_dtype)
     elif body.combiner == "max":
         out = np.max(src, axis=raxes)
@@ -153,8 +155,21 @@ def _evaluate_body(op: ComputeOp, env, values) -> np.ndarray:
     return _to_dtype(out, body.dtype)
 
 
+def _softmax_sum(values, logits, mask, raxes) -> np.ndarray:
+    """``sum(values * exp(logits - max(logits)))`` over ``raxes`` in two passes, the points
+    outside ``mask`` left out of both (the reference for the one-pass lowering). With no
+    point inside, the sum is empty: 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if mask is None:
+            top = np.max(logits, axis=raxes, keepdims=True)
+        else:
+            logits = np.where(mask, logits, -np.inf)
+            top = np.where(np.any(mask, axis=raxes, keepdims=True), np.max(logits, axis=raxes, keepdims=True), 0)
+        return np.sum(values * np.exp(logits - top), axis=raxes)
+
+
 def _accumulator_dtype(body: Reduce) -> np.dtype:
-    if body.combiner == "sum" and body.dtype in ("float16", "float32"):
+    if body.combiner in ("sum", "softmax_sum") and body.dtype in ("float16", "float32"):
         return np.dtype("float64")
     return dtypes.numpy_dtype(body.dtype)
 

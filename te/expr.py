@@ -275,7 +275,9 @@ class TensorRead(Expr):
         return self.indices
 
 
-REDUCERS = ("sum", "max", "min")
+#: ``softmax_sum``: the sum of ``source`` weighted by ``exp(logit - max(logit))`` over the
+#: axes (softmax's numerator applied to a value), computed in one pass with a running maximum.
+REDUCERS = ("sum", "max", "min", "softmax_sum")
 
 
 @dataclass(frozen=True, eq=False)
@@ -285,6 +287,11 @@ class Reduce(Expr):
     ``identity`` is the value of an empty reduction and the initial value of the
     accumulator: 0 for sum, the dtype's lowest value (-inf for floats) for max and its
     highest (+inf) for min. Points where ``condition`` is false contribute the identity.
+
+    ``logit`` (``softmax_sum`` only): the exponent of each point's weight. Lowering keeps a
+    second accumulator beside the sum, the running maximum ``m`` of the logits, and rescales
+    the sum whenever ``m`` grows: ``acc = acc * exp(m - m') + source * exp(logit - m')``,
+    ``m' = max(m, logit)`` (FlashAttention's online softmax).
     """
 
     combiner: str
@@ -293,9 +300,11 @@ class Reduce(Expr):
     condition: Expr | None
     identity: Const
     dtype: str
+    logit: Expr | None = None
 
     def children(self):
-        return (self.source,) if self.condition is None else (self.source, self.condition)
+        kids = (self.source,) if self.condition is None else (self.source, self.condition)
+        return kids if self.logit is None else kids + (self.logit,)
 
 
 # ---------------------------------------------------------------- conversion and typing
@@ -504,8 +513,10 @@ def rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
     if isinstance(node, TensorRead):
         return TensorRead(node.tensor, tuple(new_children), node.dtype)
     if isinstance(node, Reduce):
-        cond = new_children[1] if node.condition is not None else None
-        return dataclasses.replace(node, source=new_children[0], condition=cond)
+        rest = list(new_children[1:])
+        cond = rest.pop(0) if node.condition is not None else None
+        logit = rest.pop(0) if node.logit is not None else None
+        return dataclasses.replace(node, source=new_children[0], condition=cond, logit=logit)
     return dataclasses.replace(node, **dict(zip(node._child_fields, new_children)))
 
 

@@ -58,7 +58,8 @@ def _fmt(e: Expr, names=None) -> tuple[str, int]:
     if isinstance(e, Reduce):
         axes = ", ".join(iv.name for iv in e.axes)
         where = "" if e.condition is None else f", where={_s(e.condition, names)}"
-        return f"{e.combiner}({_s(e.source, names)}, axis=[{axes}]{where})", _ATOM
+        logit = "" if e.logit is None else f", {_s(e.logit, names)}"
+        return f"{e.combiner}({_s(e.source, names)}{logit}, axis=[{axes}]{where})", _ATOM
     custom = getattr(e, "_print", None)
     if custom is not None:
         return custom(lambda x: _s(x, names)), _ATOM

@@ -161,7 +161,8 @@ class _Writer:
             return {"k": "reduce", "combiner": e.combiner, "source": self.ref(e.source),
                     "axes": [self.itervar(iv) for iv in e.axes],
                     "condition": None if e.condition is None else self.ref(e.condition),
-                    "identity": _scalar_to_json(e.identity.value, e.identity.dtype), "dtype": e.dtype}
+                    "identity": _scalar_to_json(e.identity.value, e.identity.dtype), "dtype": e.dtype,
+                    **({} if e.logit is None else {"logit": self.ref(e.logit)})}
         raise SerializeError(f"cannot serialize expression node of kind {kind.__name__} ({e!r}): "
                              f"te.serialize knows {', '.join(sorted(c.__name__ for c in _KNOWN))}")
 
@@ -274,8 +275,9 @@ class _Reader:
         if k == "reduce":
             cond = None if d["condition"] is None else self._ref(d["condition"])
             identity = Const(_scalar_from_json(d["identity"], d["dtype"]), d["dtype"])
+            logit = self._ref(d["logit"]) if d.get("logit") is not None else None
             return Reduce(d["combiner"], self._ref(d["source"]), tuple(self.itervars[n] for n in d["axes"]),
-                          cond, identity, d["dtype"])
+                          cond, identity, d["dtype"], logit)
         raise SerializeError(f"unknown expression node kind {k!r} in workload JSON")
 
 

@@ -358,4 +358,22 @@ def _min_or_max(combiner: str):
 max = _min_or_max("max")  # noqa: A001
 min = _min_or_max("min")  # noqa: A001
 
-assert set(REDUCERS) == {"sum", "max", "min"}
+
+def softmax_sum(value, logit, axis=None, where=None) -> Reduce:
+    """``sum(value * exp(logit - max(logit)))`` over ``axis``: softmax's numerator applied to
+    ``value``, in one pass over the axis (FlashAttention's online softmax). Lowering keeps the
+    running maximum of ``logit`` beside the sum and rescales the sum when it grows, so neither
+    the maximum nor the weights need a pass of their own. Identity: 0. Float values and
+    logits of one dtype; as in a two-pass softmax, a logit of +-inf gives NaN."""
+    red = _reduce("softmax_sum", value, axis, where, init=0)
+    lg = as_expr(logit)
+    if not (dtypes.is_float(red.dtype) and lg.dtype == red.dtype):
+        raise ReductionError(f"te.softmax_sum: value and logit must be floats of one dtype, "
+                             f"got {red.dtype} and {lg.dtype}")
+    for node in post_order(lg):
+        if isinstance(node, Reduce):
+            raise ReductionError("te.softmax_sum: nested reductions are not supported")
+    return Reduce(red.combiner, red.source, red.axes, red.condition, red.identity, red.dtype, lg)
+
+
+assert set(REDUCERS) == {"sum", "max", "min", "softmax_sum"}

@@ -16,7 +16,7 @@ FLOPs (``te.flop_count``) count every arithmetic op of every stage: matmul is 2*
 conv2d 2*N*K*OH*OW*C*R*S (pad is free); dense adds M*N per bias-add and per relu, avg
 pooling one divide per output, softmax 5 per element (max, subtract, exp, sum, divide).
 """
-from .blocks import attention, conv2d_bn_relu, gelu, layer_norm, mlp, qkv
+from .blocks import attention, conv2d_bn_relu, flash_attention, gelu, layer_norm, mlp, qkv
 from .conv import conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw, pad
 from .elementwise import ELEMENTWISE_OPS, add, exp, mul, relu, sigmoid, sub, tanh
 from .linalg import batch_matmul, dense, matmul
@@ -25,6 +25,6 @@ from .winograd import conv2d_winograd_nchw
 
 __all__ = [
     "ELEMENTWISE_OPS", "add", "attention", "batch_matmul", "conv2d_bn_relu", "conv2d_nchw",
-    "conv2d_nhwc", "conv2d_winograd_nchw", "dense", "depthwise_conv2d_nchw", "exp", "gelu", "layer_norm", "matmul", "mlp",
+    "conv2d_nhwc", "conv2d_winograd_nchw", "dense", "depthwise_conv2d_nchw", "exp", "flash_attention", "gelu", "layer_norm", "matmul", "mlp",
     "mul", "pad", "pool2d", "qkv", "relu", "sigmoid", "softmax", "sub", "tanh",
 ]

@@ -14,6 +14,9 @@
   max-subtracted softmax of ``nn.softmax``; stages ``attention_score`` (Q K^T),
   ``attention_logits`` (the scale, and -inf above the diagonal when causal), the four
   softmax stages and ``attention`` (the product with V).
+- ``flash_attention(Q, K, V, causal, block)``: the same result over blocks of keys,
+  combined by ``te.softmax_sum`` (online softmax), so a block's scores can be computed
+  inside the loop over blocks.
 - ``conv2d_bn_relu(data, kernel, scale, shift, ...)``: ``conv.conv2d_nchw``/``conv2d_nhwc``,
   then inference batch-norm folded into a per-output-channel ``scale`` and ``shift``, then
   relu, as one element-wise stage ``bn_relu``.
@@ -165,6 +168,66 @@ def attention(Q, K, V, causal: bool = False):
     kj = te.reduce_axis((0, seq), "j")
     return te.compute((heads, seq, dim), lambda h, i, d: te.sum(P[h, i, kj] * V[h, kj, d], axis=kj),
                       name="attention", tag="batch_matmul")
+
+
+def flash_attention(Q, K, V, causal: bool = False, block: int = 128):
+    """``attention(Q, K, V, causal)`` computed over blocks of ``block`` keys (FlashAttention).
+
+    Per head, query row ``i`` and key block ``j``: the scores ``flash_score`` (h, i, j, kk),
+    their maximum ``flash_block_max``, the exponentials ``flash_block_exp`` relative to it,
+    their sum ``flash_block_sum`` and their product with the block's values
+    ``flash_block_out``. ``flash_combine`` then sums the blocks' products and sums with
+    ``te.softmax_sum`` weighted by ``exp(block max - row max)``: in one pass over the blocks,
+    rescaling what it holds when a block raises the row's maximum (online softmax). Its last
+    column (``dim``) is the normalizer, the others the numerator, and ``attention`` divides.
+
+    Nothing in the DAG spans every key of a row but the combine's loop, so a schedule may
+    compute one key block's stages inside it: the score matrix then exists one tile at a
+    time. ``block`` must divide the sequence length. With ``causal`` the keys after the
+    query are left out of every block (and blocks of them only, of the combine).
+    """
+    op = "flash_attention"
+    _float_inputs(op, ("Q", Q, 3), ("K", K, 3), ("V", V, 3))
+    _checks.flag(op, "causal", causal)
+    if not Q.shape == K.shape == V.shape:
+        raise te.ShapeError(f"{op}: Q, K and V must have the same shape (heads, seq, dim), "
+                            f"got {Q.shape}, {K.shape} and {V.shape}")
+    heads, seq, dim = Q.shape
+    block = _checks.positive_int(op, "block", block)
+    if seq % block:
+        raise te.ShapeError(f"{op}: block {block} must divide the sequence length {seq}")
+    blocks, scale = seq // block, 1 / math.sqrt(dim)
+
+    def visible(i, key):
+        return key <= i if causal else None
+
+    kd = te.reduce_axis((0, dim), "k")
+    S = te.compute((heads, seq, blocks, block),
+                   lambda h, i, j, kk: te.sum(Q[h, i, kd] * K[h, j * block + kk, kd], axis=kd),
+                   name="flash_score", tag="batch_matmul")
+    L = te.compute(S.shape, lambda *p: S[p] * scale, name="flash_logits", tag="elementwise")
+    k1 = te.reduce_axis((0, block), "kk")
+    Mx = te.compute((heads, seq, blocks),
+                    lambda h, i, j: te.max(L[h, i, j, k1], axis=k1, where=visible(i, j * block + k1)),
+                    name="flash_block_max")
+    P = te.compute(S.shape, lambda h, i, j, kk: te.exp(L[h, i, j, kk] - Mx[h, i, j]), name="flash_block_exp")
+    k2 = te.reduce_axis((0, block), "kk")
+    Sm = te.compute((heads, seq, blocks),
+                    lambda h, i, j: te.sum(P[h, i, j, k2], axis=k2, where=visible(i, j * block + k2)),
+                    name="flash_block_sum")
+    k3 = te.reduce_axis((0, block), "kk")
+    Bo = te.compute((heads, seq, blocks, dim),
+                    lambda h, i, j, d: te.sum(P[h, i, j, k3] * V[h, j * block + k3, d], axis=k3,
+                                              where=visible(i, j * block + k3)),
+                    name="flash_block_out", tag="batch_matmul")
+    jb = te.reduce_axis((0, blocks), "j")
+
+    def combine(h, i, e):
+        part = te.if_then_else(e < dim, Bo[h, i, jb, te.min(e, dim - 1)], Sm[h, i, jb])
+        return te.softmax_sum(part, Mx[h, i, jb], axis=jb, where=visible(i, jb * block))
+
+    C = te.compute((heads, seq, dim + 1), combine, name="flash_combine")
+    return te.compute((heads, seq, dim), lambda h, i, d: C[h, i, d] / C[h, i, dim], name="attention")
 
 
 # ---------------------------------------------------------------- conv2d + batch norm + relu

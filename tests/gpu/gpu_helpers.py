@@ -70,16 +70,17 @@ def sample_configs(space, count: int, seed: int):
     return list(configs.values())
 
 
-def check_sampled(name: str, params: dict, count: int, seed: int, compile: bool | None = None) -> int:
-    """Sample GPU configs of a workload; each must compile with NVRTC (when ``compile``;
-    default: when NVRTC is installed) and match the reference under the emulator.
-    Returns how many were checked."""
+def check_sampled(name: str, params: dict, count: int, seed: int, compile: bool | None = None,
+                  wl: te.Workload | None = None) -> int:
+    """Sample GPU configs of a workload (the library's ``name`` with ``params``, or ``wl``);
+    each must compile with NVRTC (when ``compile``; default: when NVRTC is installed) and
+    match the reference under the emulator. Returns how many were checked."""
     from backends import cuda, emulator, nvrtc
 
     if compile is None:
         compile = nvrtc.available()
 
-    wl = te.create_workload(name, **params)
+    wl = wl or te.create_workload(name, **params)
     space = ConfigSpace.from_workload(wl, "cuda")
     inputs = wl.random_inputs(seed)
     refs = wl.reference(*inputs)
