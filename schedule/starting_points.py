@@ -80,14 +80,17 @@ def starting_points(space, rng: random.Random) -> list[Config]:
 def _attach_variants(space, decisions) -> list:
     """``decisions`` as they are when no stage has a host; else two variants: every stage
     with a host computed inside the host's loop over its rows (the second-last axis, or
-    the only one), and every such stage on its own."""
+    the only one), and every such stage on its own. A stage that combines blocks online
+    stays on its own in both: it tiles many rows, and the stages it hosts compute each key
+    block for all of them."""
     if not space._hosted_layouts:
         return [decisions]
     variants = []
     for fused in (True, False):
         d = decisions
         for plan, layout in space._hosted_layouts:
-            d = d.replace(dataclasses.replace(d[layout.stage], attach=_row_level(plan) if fused else 0))
+            attach = _row_level(plan) if fused and not combines_online(plan.op) else 0
+            d = d.replace(dataclasses.replace(d[layout.stage], attach=attach))
         variants.append(d)
     return variants
 
@@ -225,6 +228,9 @@ def _shapes_along(space, op, cands: dict, vector: str):
         inner = {axes[v]: (width, column_block)}
         if row is not None:
             inner[axes[row]] = (rows, row_block)
+        if combines_online(op):  # the axes after the rows whole in one tile: hosted stages run once per row block
+            inner.update({a: (1, iv.extent) for a, iv in zip(axes[row + 1:], op.axis[row + 1:])})
+            inner[axes[v]] = (width, -(-op.axis[v].extent // width))
         tiles = {a: _nearest_tile(tile_cands[a], *inner.get(a, (1, 1))) for a in axes}
         if any(t is None for t in tiles.values()):
             continue
@@ -234,6 +240,8 @@ def _shapes_along(space, op, cands: dict, vector: str):
         shape = dict(tiles=tiles, reduce_tiles=_reduce_tiles(op, cands["reduce_tiles"], reduce_block), at=AT_BLOCK,
                      parallel=min(len(axes), max(2, len(axes) - 1)), unroll=_unroll(cands["unroll"]),
                      pack=pack if width > 1 else PACK_NONE)
+        if combines_online(op):  # what it combines is computed block by block in its loop: no copy of it
+            shape.update(pack=PACK_NONE, parallel=row + 1)
         if cands.get("producers"):
             shape["producers"] = PRODUCERS_STORED  # no padding condition inside the micro-kernel
         if cands.get("vector"):
@@ -260,10 +268,13 @@ def _row_axis(op, vector: int = -1) -> int | None:
     of that input serves every row (matmul's ``i``: ``B[k, j]`` ignores it; conv2d NCHW
     vectorized over ``x``: the output channel ``k``, which the data ignores; vectorized
     over ``k``: ``x``, which the kernel ignores). None for an op of one axis; the innermost
-    other axis when every such input reads all of them."""
+    other axis when every such input reads all of them. For a stage that combines blocks
+    online, the longest other axis (attention's query rows)."""
     if len(op.axis) < 2:
         return None
     vector = vector % len(op.axis)
+    if combines_online(op):  # its rows: the longest other axis (attention's queries)
+        return max((n for n in range(len(op.axis)) if n != vector), key=lambda n: op.axis[n].extent)
     along = op.axis[vector].var
     reads = [read for read in post_order(op.body) if isinstance(read, TensorRead)]
     used = set().union(*(free_vars(idx) for read in reads if any(along in free_vars(i) for i in read.indices)

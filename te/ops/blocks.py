@@ -173,13 +173,14 @@ def attention(Q, K, V, causal: bool = False):
 def flash_attention(Q, K, V, causal: bool = False, block: int = 128):
     """``attention(Q, K, V, causal)`` computed over blocks of ``block`` keys (FlashAttention).
 
-    Per head, query row ``i`` and key block ``j``: the scores ``flash_score`` (h, i, j, kk),
-    their maximum ``flash_block_max``, the exponentials ``flash_block_exp`` relative to it,
+    Per head, query row ``i`` and key block ``j``: the scores ``flash_score`` (h, i, key; a
+    plain key axis, so K can be packed into panels along it), their maximum ``flash_block_max``, the exponentials ``flash_block_exp`` relative to it,
     their sum ``flash_block_sum`` and their product with the block's values
     ``flash_block_out``. ``flash_combine`` then sums the blocks' products and sums with
     ``te.softmax_sum`` weighted by ``exp(block max - row max)``: in one pass over the blocks,
-    rescaling what it holds when a block raises the row's maximum (online softmax). Its last
-    column (``dim``) is the normalizer, the others the numerator, and ``attention`` divides.
+    rescaling what it holds when a block raises the row's maximum (online softmax). Its axis
+    ``t`` holds the numerator (0) and the normalizer (1, repeated along the columns so that
+    both vectorize alike), and ``attention`` divides one by the other.
 
     Nothing in the DAG spans every key of a row but the combine's loop, so a schedule may
     compute one key block's stages inside it: the score matrix then exists one tile at a
@@ -202,15 +203,15 @@ def flash_attention(Q, K, V, causal: bool = False, block: int = 128):
         return key <= i if causal else None
 
     kd = te.reduce_axis((0, dim), "k")
-    S = te.compute((heads, seq, blocks, block),
-                   lambda h, i, j, kk: te.sum(Q[h, i, kd] * K[h, j * block + kk, kd], axis=kd),
+    S = te.compute((heads, seq, seq), lambda h, i, key: te.sum(Q[h, i, kd] * K[h, key, kd], axis=kd),
                    name="flash_score", tag="batch_matmul")
     L = te.compute(S.shape, lambda *p: S[p] * scale, name="flash_logits", tag="elementwise")
     k1 = te.reduce_axis((0, block), "kk")
     Mx = te.compute((heads, seq, blocks),
-                    lambda h, i, j: te.max(L[h, i, j, k1], axis=k1, where=visible(i, j * block + k1)),
+                    lambda h, i, j: te.max(L[h, i, j * block + k1], axis=k1, where=visible(i, j * block + k1)),
                     name="flash_block_max")
-    P = te.compute(S.shape, lambda h, i, j, kk: te.exp(L[h, i, j, kk] - Mx[h, i, j]), name="flash_block_exp")
+    P = te.compute((heads, seq, blocks, block), lambda h, i, j, kk: te.exp(L[h, i, j * block + kk] - Mx[h, i, j]),
+                   name="flash_block_exp")
     k2 = te.reduce_axis((0, block), "kk")
     Sm = te.compute((heads, seq, blocks),
                     lambda h, i, j: te.sum(P[h, i, j, k2], axis=k2, where=visible(i, j * block + k2)),
@@ -222,12 +223,12 @@ def flash_attention(Q, K, V, causal: bool = False, block: int = 128):
                     name="flash_block_out", tag="batch_matmul")
     jb = te.reduce_axis((0, blocks), "j")
 
-    def combine(h, i, e):
-        part = te.if_then_else(e < dim, Bo[h, i, jb, te.min(e, dim - 1)], Sm[h, i, jb])
+    def combine(h, i, t, d):  # t = 0: the numerator; t = 1: the normalizer, alike in every column
+        part = te.if_then_else(t == 0, Bo[h, i, jb, d], Sm[h, i, jb])
         return te.softmax_sum(part, Mx[h, i, jb], axis=jb, where=visible(i, jb * block))
 
-    C = te.compute((heads, seq, dim + 1), combine, name="flash_combine")
-    return te.compute((heads, seq, dim), lambda h, i, d: C[h, i, d] / C[h, i, dim], name="attention")
+    C = te.compute((heads, seq, 2, dim), combine, name="flash_combine")
+    return te.compute((heads, seq, dim), lambda h, i, d: C[h, i, 0, d] / C[h, i, 1, d], name="attention")
 
 
 # ---------------------------------------------------------------- conv2d + batch norm + relu

@@ -51,19 +51,20 @@ def test_softmax_sum_lowers_with_a_running_maximum_beside_its_accumulator(split)
 
 def flash_by_hand(causal: bool, rows: int = 8):
     """flash_attention 2 heads x 64 x 16 in blocks of 16 keys: the combine's loops (head,
-    row block) parallel, then its loop over blocks ``j``, then the rows and the vectorized
-    columns; every block stage computed inside ``j`` (the logits inlined)."""
+    row block) parallel, then its loop over blocks ``j``, then the rows, numerator and
+    normalizer, and the vectorized columns; every block stage computed inside ``j`` (the
+    logits inlined)."""
     Q, K, V = (te.placeholder((2, 64, 16), "float32", n) for n in "QKV")
     O = te.ops.flash_attention(Q, K, V, causal, block=16)
     wl = workload([Q, K, V, O], name="flash")
     s = schedule.create_schedule(O)
     s[tensor(wl, "flash_logits")].compute_inline()
     C = s[tensor(wl, "flash_combine")]
-    h, i, e = C.op.axis
+    h, i, t, d = C.op.axis
     (j,) = C.op.reduce_axis
     io, ii = C.split(i, factor=rows)
-    C.reorder(h, io, j, ii, e)
-    C.vectorize(e)
+    C.reorder(h, io, j, ii, t, d)
+    C.vectorize(d)
     for name in BLOCK_STAGES:
         s[tensor(wl, name)].compute_at(C, j)
     C.parallel(C.fuse(h, io))
@@ -82,7 +83,7 @@ def test_hand_scheduled_flash_attention_holds_one_key_block_at_a_time(causal):
     blocks = [b for name, b in inside.items() if "flash_score" in name or "flash_block_out" in name]
     assert blocks and all(b.size <= 8 * 16 for b in blocks), func
     largest = max(b.size for b in allocations(func.body).values())
-    assert largest == 2 * 64 * 17  # the combine's accumulator (and its running maximum), no 64 x 64 score
+    assert largest == 2 * 64 * 2 * 16  # the combine's accumulator (and its running maximum), no 64 x 64 score
 
 
 # ---------------------------------------------------------------- the space

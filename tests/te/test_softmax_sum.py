@@ -110,7 +110,7 @@ def test_flash_attention_computes_attention(causal, block):
     np.testing.assert_allclose(got, attention_np(q, k, v, causal), rtol=2e-5, atol=2e-5)
     names = [op.name for op in te.topological_order([O])]
     assert names[-2:] == ["flash_combine", "attention"]
-    assert O.op.input_tensors[0].shape == (2, 96, 9)  # the numerator's columns, then the normalizer
+    assert O.op.input_tensors[0].shape == (2, 96, 2, 8)  # the numerator, then the normalizer
 
 
 def test_flash_attention_errors_name_the_op():
