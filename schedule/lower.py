@@ -329,8 +329,7 @@ def _infer_stage_bounds(s: Schedule, infos, info: _StageInfo) -> None:
         shape = tuple(info.root_extent[iv] for iv in op.axis)
         info.buffer = Buffer(op.name, shape, op.output(0).dtype, st.scope)
     if isinstance(info.body, Reduce) and info.body.combiner == "softmax_sum":
-        info.state = Buffer(f"{op.name}_running_max", info.buffer.shape, info.buffer.dtype,
-                            "local" if st.scope == "local" else st.scope)
+        info.state = Buffer(f"{op.name}_running_max", info.buffer.shape, info.buffer.dtype, st.scope)
     # Each axis of a region that may pass the tensor's edge, in tensor coordinates.
     clipped = {iv: infos.an.simplify(Binary("add", info.root_min[iv], info.local[iv], "int32"))
                for iv in op.axis if info.root_extent[iv] != iv.extent}

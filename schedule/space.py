@@ -589,12 +589,12 @@ def reduction_level(host: ComputeOp) -> int:
 
 def _attach_candidates(plan: StagePlan) -> tuple[int, ...] | None:
     """For a stage with a host: 0 (on its own) and the host's outer loops over the leading
-    axes the stage shares with it (at least the first). A host that combines blocks online
-    (``te.softmax_sum``: FlashAttention's loop over key blocks) offers its loop over the
-    blocks instead, so one block's stages are computed per step of the combine. A loop over an axis the stage does
+    axes the stage shares with it (at least the first). A loop over an axis the stage does
     not have would compute the whole stage again in every iteration (softmax's row
     maximum inside the loop over column tiles): never faster, and such a candidate can
-    take seconds to measure."""
+    take seconds to measure. A host that combines blocks online (``te.softmax_sum``:
+    FlashAttention's loop over key blocks) offers its loop over the outer tile of its
+    reduction instead (``reduction_level``): the stage's blocks one step at a time."""
     if plan.host is None:
         return None
     if combines_online(plan.host):

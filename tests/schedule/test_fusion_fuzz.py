@@ -1,7 +1,8 @@
 """Differential fuzz of multi-stage DAGs: random fusion decisions against NumPy.
 
 Each case draws a multi-stage workload at a small random shape (softmax over any axis,
-layernorm, attention with or without the causal mask, mlp, conv2d + batch norm + relu,
+layernorm, attention with or without the causal mask, FlashAttention's blocked form (its
+key-block stages hosted at the combine's loop over blocks), mlp, conv2d + batch norm + relu,
 average pooling, dense with its epilogue, the q, k and v projections (their siblings in
 loops of their own or sharing the first's), and two DAGs written here: a chain of two
 matmuls and an element-wise chain with expensive math), then a config of its CPU space
@@ -75,9 +76,17 @@ def _expensive_chain(rng: random.Random):
     return workload([X, Y])
 
 
+def _flash_attention(rng: random.Random):
+    """te.ops.flash_attention over 1 to 5 blocks of 1 to 8 keys, causal half the time."""
+    heads, dim, block = rng.randint(1, 3), rng.randint(1, 12), rng.randint(1, 8)
+    shape = (heads, block * rng.randint(1, 5), dim)
+    Q, K, V = (te.placeholder(shape, "float32", n) for n in "QKV")
+    return workload([Q, K, V, te.ops.flash_attention(Q, K, V, rng.random() < 0.5, block)], name="flash_attention")
+
+
 def _draw_workload(rng: random.Random):
-    kind = rng.choice(["softmax", "layernorm", "attention", "mlp", "conv2d_bn_relu", "pool2d", "dense",
-                       "qkv", "matmul_chain", "expensive_chain"])
+    kind = rng.choice(["softmax", "layernorm", "attention", "flash_attention", "mlp", "conv2d_bn_relu", "pool2d",
+                       "dense", "qkv", "matmul_chain", "expensive_chain"])
     small = lambda hi: rng.randint(1, hi)  # noqa: E731
     if kind == "softmax":
         shape = [small(9) for _ in range(rng.randint(1, 3))]
@@ -87,6 +96,8 @@ def _draw_workload(rng: random.Random):
     if kind == "attention":
         return te.create_workload("attention", heads=small(3), seq=small(40), dim=small(12),
                                   causal=rng.random() < 0.5)
+    if kind == "flash_attention":
+        return _flash_attention(rng)
     if kind == "mlp":
         return te.create_workload("mlp", M=small(12), D=small(16), H=small(24))
     if kind == "conv2d_bn_relu":
