@@ -34,6 +34,8 @@ from .base import PassContext, StmtMutator, lowering_pass
 
 #: Largest tile promoted, in elements (the register file holds 32 x 16 floats).
 MAX_TILE = 512
+#: The name of a promoted tile: its buffer's name and this suffix (backends recognise it).
+ACC_SUFFIX = ".acc"
 _ACCUMULATE = ("add", "min", "max", "mul")
 
 
@@ -175,7 +177,7 @@ class _ConstantExtents(StmtMutator):
 
 def _promoted(store: BufferStore, value: Expr, reduce_loops: list[For], tile: list[For], extents) -> Stmt:
     """Load the tile into ``acc``, accumulate there under the reduce loops, store it back."""
-    acc = Buffer(f"{store.buffer.name}.acc", tuple(extents), store.buffer.dtype, "local")
+    acc = Buffer(f"{store.buffer.name}{ACC_SUFFIX}", tuple(extents), store.buffer.dtype, "local")
     acc_idx = tuple(l.var for l in tile)
     op = store.value.op
 

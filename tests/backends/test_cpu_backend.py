@@ -142,6 +142,49 @@ def test_source_pragmas_for_parallel_vectorize_unroll():
         assert lines[n + 1].strip().startswith(f"for (int64_t {loop} = 0;")
 
 
+def _vector_loops(src: str) -> list[tuple[str, str, str]]:
+    """(pragma, loop header, loop body) of every loop under ``omp simd`` or ``GCC ivdep``."""
+    lines = [line.strip() for line in src.splitlines()]
+    out = []
+    for n, line in enumerate(lines[:-1]):
+        if line in ("#pragma GCC ivdep", "#pragma omp simd"):
+            depth, body = 0, []
+            for inner in lines[n + 1:]:
+                depth += inner.count("{") - inner.count("}")
+                body.append(inner)
+                if depth == 0:
+                    break
+            out.append((line, lines[n + 1], "\n".join(body[1:])))
+    return out
+
+
+def test_register_tile_vector_loops_are_ivdep_loops_and_tails_keep_omp_simd():
+    """A register tile promoted to a local accumulator (``C_local_acc``) is kept in
+    registers by gcc only in plain loops: its vector loops get ``GCC ivdep``, not ``omp
+    simd``. Its tail copy (a variable trip count, 20 columns in tiles of 8) and every other
+    vector loop (zeroing ``C_local``, the copy-out to ``C``) keep ``omp simd``."""
+    wl = te.create_workload("matmul", M=16, N=20, K=32)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*C.op.axis, 4, 8)
+    s[CL].compute_at(s[C], jo)
+    i, j = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    s[CL].reorder(k, i, j)
+    s[CL].unroll(i)
+    s[CL].vectorize(j)
+    s[C].vectorize(ji)
+    loops = _vector_loops(check(s, wl).source)
+    tile = [(pragma, head) for pragma, head, body in loops if "C_local_acc" in body]
+    full = [pragma for pragma, head in tile if "at_min" not in head]
+    tail = [pragma for pragma, head in tile if "at_min" in head]
+    others = [pragma for pragma, head, body in loops if "C_local_acc" not in body]
+    assert full == ["#pragma GCC ivdep"] * 3, loops  # copy-in, the update, copy-out
+    assert tail == ["#pragma omp simd"] * 3, loops
+    assert others and set(others) == {"#pragma omp simd"}, loops
+
+
 def test_source_without_annotations_has_no_pragmas_but_the_reduction_fold():
     wl = te.create_workload("matmul", M=5, N=6, K=7)
     src = backends.build(schedule.create_schedule(wl.outputs[0]), wl.args).source
