@@ -13,8 +13,9 @@ of extent 1 is no parallel loop) and bounds tail loops. So every claim here is r
 the IR with the rules code generation applies to it:
 
 - CPU (``backends.cpu``'s dialect): a loop of kind ``parallel`` prints as
-  ``#pragma omp parallel for``, ``vectorized`` as ``#pragma omp simd``, ``unrolled``
-  with a known trip count as ``#pragma GCC unroll N``; every other loop is a plain loop.
+  ``#pragma omp parallel for``, ``vectorized`` as ``#pragma omp simd`` (``GCC ivdep`` in
+  a register tile), ``unrolled`` with a known trip count as ``#pragma GCC unroll N``;
+  every other loop is a plain loop.
   A parallel loop of one iteration, or one nested in another parallel loop, keeps its
   pragma but runs on one thread: it is described as serial, with a note saying why.
   Another CPU kind's dialect may print fewer pragmas: pass its ``loop_pragmas``, and a
@@ -193,8 +194,9 @@ def _with_dtype(note: LoopNote, dtype: str) -> LoopNote:
     return replace(note, dtype=dtype) if note.how == "vector" else note
 
 
-#: The word of the pragma a CPU dialect prints for each loop kind it treats specially.
-_PRAGMA_WORDS = {ir.PARALLEL: "omp parallel", ir.VECTORIZED: "simd", ir.UNROLLED: "unroll"}
+#: The words of the pragmas a CPU dialect prints for each loop kind it treats specially
+#: (a register tile's vector loops: ``GCC ivdep``).
+_PRAGMA_WORDS = {ir.PARALLEL: ("omp parallel",), ir.VECTORIZED: ("simd", "ivdep"), ir.UNROLLED: ("unroll",)}
 
 
 def _how(s: For, trips: int | None, gpu: bool, outer: list[LoopNote],
@@ -202,8 +204,8 @@ def _how(s: For, trips: int | None, gpu: bool, outer: list[LoopNote],
     """(how the generated code runs loop ``s``, a note when that differs from its mark);
     the rules of the CPU dialect (``gpu`` False) or the CUDA dialect. ``pragmas``: a CPU
     dialect's ``loop_pragmas``; a marked loop it prints no pragma for is a plain loop."""
-    word = _PRAGMA_WORDS.get(s.kind)
-    if not gpu and pragmas is not None and word is not None and word not in " ".join(pragmas(s)):
+    words = _PRAGMA_WORDS.get(s.kind)
+    if not gpu and pragmas is not None and words is not None and not any(w in " ".join(pragmas(s)) for w in words):
         return "serial", f"{s.kind} without a pragma on this target"
     if s.kind == ir.THREAD_BINDING:
         return s.thread_tag or "thread", ""

@@ -1,0 +1,105 @@
+"""Register tiles under ``omp simd`` against plain (``GCC ivdep``) vector loops, in one run.
+
+    python bench/register_tiles.py                   # 6 starting points and 6 random configs per op
+    python bench/register_tiles.py --points 10 --only matmul conv2d
+
+The CPU backend prints a vectorized loop as ``#pragma omp simd``, except the constant-extent
+vector loops of a promoted register tile, which it prints as ``#pragma GCC ivdep``
+(``backends/cpu.py``, ``_touches_register_tile``). This builds each config both ways (the
+other way by making that rule answer "no") and times the two kernels alternately, 5 rounds
+of 5 calls each, the median of each round, then the median over rounds; every kernel is
+checked against the reference first. It prints per op the GFLOP/s of each config both
+ways, and the fastest and the median of each.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO)]
+
+OPS = {
+    "matmul": dict(M=1024, N=1024, K=1024),
+    "dense": dict(M=128, N=768, K=768),
+    "conv2d": dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1),
+    "attention": dict(heads=4, seq=512, dim=64),
+    "layernorm": dict(M=1024, N=1024),
+}
+
+
+def build_both(task, config):
+    """(kernel with the rule, kernel with omp simd on every vector loop)."""
+    import backends
+    from backends import cpu
+
+    s, args = task.space.apply(config)
+    ruled = backends.build(s, args, target="cpu")
+    rule = cpu._touches_register_tile
+    cpu._touches_register_tile = lambda loop: False
+    try:
+        s, args = task.space.apply(config)
+        plain = backends.build(s, args, target="cpu")
+    finally:
+        cpu._touches_register_tile = rule
+    return ruled, plain
+
+
+def time_pair(kernels, inputs, outputs, rounds: int = 5, calls: int = 5) -> list[float]:
+    """Median seconds of each kernel: per round, each timed ``calls`` times in turn."""
+    per = [[] for _ in kernels]
+    for _ in range(rounds):
+        for n, kernel in enumerate(kernels):
+            ts = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                kernel(*inputs, *outputs)
+                ts.append(time.perf_counter() - t)
+            per[n].append(statistics.median(ts))
+    return [statistics.median(p) for p in per]
+
+
+def main() -> None:
+    import numpy as np
+
+    import autotune
+    from autotune.verify import reference_checks
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=sorted(OPS), default=list(OPS))
+    parser.add_argument("--points", type=int, default=6, help="starting points and random configs per op, each")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print("| op | configs | ivdep rule: fastest / median GFLOP/s | omp simd everywhere: fastest / median "
+          "| per config (rule/omp simd) |")
+    print("| --- | --- | --- | --- | --- |")
+    for op in args.only:
+        task = autotune.Task(op, OPS[op], target="cpu")
+        wl = task.workload
+        rng = random.Random(args.seed)
+        configs = task.space.starting_points(rng)[:args.points] + [task.space.sample(rng) for _ in range(args.points)]
+        inputs = wl.random_inputs(args.seed)
+        refs = wl.reference(*inputs)
+        checks = reference_checks(wl.outputs, refs)
+        outputs = [np.empty(r.shape, r.dtype) for r in refs]
+        ruled, plain = [], []
+        for config in configs:
+            kernels = build_both(task, config)
+            for kernel in kernels:
+                kernel(*inputs, *outputs)
+                problems = [c(o) for c, o in zip(checks, outputs) if c(o) is not None]
+                assert not problems, f"{op} {config}: {problems}"
+            a, b = time_pair(kernels, inputs, outputs)
+            ruled.append(task.flops / a / 1e9)
+            plain.append(task.flops / b / 1e9)
+        pairs = " ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(ruled, plain))
+        print(f"| {op} | {len(configs)} | {max(ruled):.1f} / {statistics.median(ruled):.1f} "
+              f"| {max(plain):.1f} / {statistics.median(plain):.1f} | {pairs} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
