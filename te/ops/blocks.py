@@ -141,19 +141,23 @@ def qkv(X, Wq, Wk, Wv, bq, bk, bv):
 # ---------------------------------------------------------------- attention
 
 
+def _attention_shape(op: str, Q, K, V, causal) -> tuple[int, int, int]:
+    """(heads, seq, dim) of ``op``'s Q, K and V, after checking them and ``causal``."""
+    _float_inputs(op, ("Q", Q, 3), ("K", K, 3), ("V", V, 3))
+    _checks.flag(op, "causal", causal)
+    if not Q.shape == K.shape == V.shape:
+        raise te.ShapeError(f"{op}: Q, K and V must have the same shape (heads, seq, dim), "
+                            f"got {Q.shape}, {K.shape} and {V.shape}")
+    return Q.shape
+
+
 def attention(Q, K, V, causal: bool = False):
     """``O[h] = softmax(Q[h] K[h]^T / sqrt(dim)) V[h]``; Q, K, V and O are (heads, seq, dim).
 
     With ``causal`` a query attends only to keys at or before its position (the logits
     above the diagonal are -inf, so their weights are exactly 0).
     """
-    op = "attention"
-    _float_inputs(op, ("Q", Q, 3), ("K", K, 3), ("V", V, 3))
-    _checks.flag(op, "causal", causal)
-    if not Q.shape == K.shape == V.shape:
-        raise te.ShapeError(f"{op}: Q, K and V must have the same shape (heads, seq, dim), "
-                            f"got {Q.shape}, {K.shape} and {V.shape}")
-    heads, seq, dim = Q.shape
+    heads, seq, dim = _attention_shape("attention", Q, K, V, causal)
     scale = 1 / math.sqrt(dim)
     kd = te.reduce_axis((0, dim), "k")
     S = te.compute((heads, seq, seq), lambda h, i, j: te.sum(Q[h, i, kd] * K[h, j, kd], axis=kd),
@@ -174,9 +178,9 @@ def flash_attention(Q, K, V, causal: bool = False, block: int = 128):
     """``attention(Q, K, V, causal)`` computed over blocks of ``block`` keys (FlashAttention).
 
     Per head, query row ``i`` and key block ``j``: the scores ``flash_score`` (h, i, key; a
-    plain key axis, so K can be packed into panels along it), their maximum ``flash_block_max``, the exponentials ``flash_block_exp`` relative to it,
-    their sum ``flash_block_sum`` and their product with the block's values
-    ``flash_block_out``. ``flash_combine`` then sums the blocks' products and sums with
+    plain key axis, so K can be packed into panels along it), their maximum
+    ``flash_block_max``, the exponentials ``flash_block_exp`` relative to it, their sum
+    ``flash_block_sum`` and their product with the block's values ``flash_block_out``. ``flash_combine`` then sums the blocks' products and sums with
     ``te.softmax_sum`` weighted by ``exp(block max - row max)``: in one pass over the blocks,
     rescaling what it holds when a block raises the row's maximum (online softmax). Its axis
     ``t`` holds the numerator (0) and the normalizer (1, repeated along the columns so that
@@ -188,12 +192,7 @@ def flash_attention(Q, K, V, causal: bool = False, block: int = 128):
     query are left out of every block (and blocks of them only, of the combine).
     """
     op = "flash_attention"
-    _float_inputs(op, ("Q", Q, 3), ("K", K, 3), ("V", V, 3))
-    _checks.flag(op, "causal", causal)
-    if not Q.shape == K.shape == V.shape:
-        raise te.ShapeError(f"{op}: Q, K and V must have the same shape (heads, seq, dim), "
-                            f"got {Q.shape}, {K.shape} and {V.shape}")
-    heads, seq, dim = Q.shape
+    heads, seq, dim = _attention_shape(op, Q, K, V, causal)
     block = _checks.positive_int(op, "block", block)
     if seq % block:
         raise te.ShapeError(f"{op}: block {block} must divide the sequence length {seq}")
