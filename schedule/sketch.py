@@ -297,14 +297,13 @@ def _same_op(mine: ComputeOp, theirs: ComputeOp, tensors: dict) -> bool:
 def same_dag(mine: Tensor, theirs: Tensor) -> bool:
     """Whether ``theirs`` is computed as ``mine`` is, stage by stage, from the same
     placeholders (up to the names of stages and variables)."""
-    tensors: dict = {theirs: mine}
-    checked: set = set()
-    while len(checked) < len(tensors):
-        t, m = next((t, m) for t, m in tensors.items() if t not in checked)
-        checked.add(t)
-        if t is m:
-            continue
-        if not (isinstance(t.op, ComputeOp) and isinstance(m.op, ComputeOp) and _same_op(m.op, t.op, tensors)):
+    tensors: dict = {theirs: mine}  # theirs -> mine, extended by each comparison
+    done = 0
+    while done < len(tensors):  # dicts keep insertion order: compare the pairs in the order found
+        t, m = list(tensors.items())[done]
+        done += 1
+        if t is not m and not (isinstance(t.op, ComputeOp) and isinstance(m.op, ComputeOp)
+                               and _same_op(m.op, t.op, tensors)):
             return False
     return True
 
