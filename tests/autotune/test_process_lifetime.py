@@ -70,6 +70,16 @@ def descendants(root: int) -> dict[int, tuple[int, str]]:
     return found
 
 
+def remember(seen: dict[int, tuple[int, str]], current: dict[int, tuple[int, str]], skip=frozenset()) -> None:
+    """Add ``current`` to ``seen``, keeping the first command line each process showed.
+
+    A process being killed shows an empty command line while it exits, so a later look must not
+    overwrite what an earlier one read."""
+    for pid, (start, cmd) in current.items():
+        if pid not in skip and (pid not in seen or seen[pid][0] != start or not seen[pid][1]):
+            seen[pid] = (start, cmd)
+
+
 def alive(pid: int, start: int) -> bool:
     """Whether the process ``pid`` that started at ``start`` still runs (a zombie does not)."""
     stat = _stat(pid)
@@ -211,7 +221,7 @@ def test_build_timeout_leaves_no_compiler_behind(tmp_path, monkeypatch):
     seen: dict[int, tuple[int, str]] = {}
     try:
         while worker.is_alive():
-            seen.update({pid: info for pid, info in descendants(os.getpid()).items() if pid not in before})
+            remember(seen, descendants(os.getpid()), skip=before)
             time.sleep(0.01)
         assert "timed out" in outcome.get("timeout", ""), outcome
         assert any("cc1" in cmd for _, cmd in seen.values()), f"cc1 never seen: {seen}"
@@ -239,7 +249,7 @@ def test_interrupted_build_kills_its_compiles_instead_of_waiting(tmp_path, monke
 
     def interrupt_once_compiling():
         def compiling():
-            seen.update({pid: info for pid, info in descendants(os.getpid()).items() if pid not in before})
+            remember(seen, descendants(os.getpid()), skip=before)
             return any("cc1" in cmd for _, cmd in seen.values())
 
         wait_for(compiling, "cc1")
@@ -359,7 +369,7 @@ def test_killed_tuner_leaves_no_process_behind(tmp_path):
 
     def pool_measuring_and_compiling():
         now, current = time.monotonic(), descendants(tuner.pid)
-        seen.update(current)
+        remember(seen, current)
         commands = [cmd for _, cmd in current.values()]
         # The workers keep the fork server's command line: the server and one worker at least.
         pool = [pid for pid, (_, cmd) in current.items() if "multiprocessing.forkserver" in cmd]
@@ -370,7 +380,7 @@ def test_killed_tuner_leaves_no_process_behind(tmp_path):
     try:
         wait_for(pool_measuring_and_compiling, "feature pool, measuring process and compile at once", within=120,
                  proc=tuner)
-        seen.update(descendants(tuner.pid))
+        remember(seen, descendants(tuner.pid))
         tuner.kill()
         tuner.communicate(timeout=GRACE_S)  # hangs while anything holds the tuner's stdout or stderr
         left = survivors(seen)
