@@ -104,6 +104,33 @@ def test_a_block_past_the_panels_keeps_its_guard():
     check(s, wl)
 
 
+@pytest.mark.parametrize("N", [48, 36])
+def test_panels_packed_per_reduction_block_hold_only_that_blocks_panels(N):
+    # GotoBLAS's placement: the panels a cache block reads are packed inside it, one block
+    # of k at a time, so they stay in cache. The reader indexes them as j // 8 and j % 8 of
+    # a column block starting at a multiple of 8: bound inference must narrow both to the
+    # block (2 panels x 4 rows of k x 8 lanes), not fall back to the whole of B. N = 36 pads
+    # the last panel with zeros.
+    wl, s, packed, CL = _matmul_with_panels(12, N, 19, 8)
+    C = wl.outputs[0]
+    i, j = C.op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 16)
+    s[CL].compute_at(s[C], jo)
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    ko, ki = s[CL].split(k, factor=4)
+    cj2, cj3 = s[CL].split(cj, factor=8)
+    s[CL].reorder(ko, cj2, ki, ci, cj3)
+    s[CL].vectorize(cj3)
+    s[packed].compute_at(s[CL], ko)
+    s[packed].vectorize(s[packed].op.axis[-1])
+    func = schedule.lower(s, wl.args)
+    shapes = [x.buffer.shape for x in schedule.ir.walk(func.body)
+              if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels"]
+    assert shapes == [(2, 4, 8)], str(func)
+    check(s, wl)
+
+
 def test_an_overhang_that_reads_another_stages_region_keeps_its_guard():
     # B copied into a local tile instead of panels: past column 35 there is nothing to
     # copy (the copy guards its own overhang), so the tile keeps its guard and tail.
