@@ -87,7 +87,10 @@ class CPUDialect(Dialect):
         speeds in two processes (``bench/RESULTS.md``)."""
         nbytes = buf.size * dtypes.nbytes(buf.dtype)
         if nbytes <= STACK_BYTES:
-            return super().allocate(printer, buf, name, ctype)
+            if not _reached_through_pointer(buf):
+                return super().allocate(printer, buf, name, ctype)
+            lines, _ = super().allocate(printer, buf, f"{name}_storage", ctype)
+            return lines + [f"{ctype}* {self.restrict} {name} = {name}_storage;"], []
         padded = -(-nbytes // 64) * 64
         slot = printer.helper(f"at_kept_{printer.function_name}_{name}",
                               f"static void* at_kept_{printer.function_name}_{name} = NULL;\n"
@@ -116,6 +119,16 @@ class CPUDialect(Dialect):
                 f"schedules that bind GPU threads build with target='cuda'"
             )
         return []
+
+
+def _reached_through_pointer(buf) -> bool:
+    """Whether a stack buffer is declared as storage and read and written through a
+    ``restrict`` pointer to it, as the heap buffers are: every one but a promoted register
+    tile, which must stay an array of its own for gcc to hold it in registers. With a
+    block of panels or a local copy of an input declared as a plain array beside the tile,
+    gcc 12 kept the tile in memory (a load and a store of each accumulator per FMA);
+    through the pointer it kept it in registers (``bench/RESULTS.md``)."""
+    return not buf.name.endswith(ACC_SUFFIX)
 
 
 def _touches_register_tile(loop: For) -> bool:

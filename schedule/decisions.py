@@ -20,6 +20,8 @@ Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an a
     <stage>.unroll          unroll budget
     <stage>.pack            CPU multi-level: the input name packed into a local tile, PACK_PANELS
                             + the input name (rewritten once per call into register-tile-wide panels),
+                            PACK_BLOCK_PANELS + the input name (those panels, one cache block's per
+                            outer reduction step, packed inside the stage's loops),
                             PACK_PREPACKED + the input name (the same panels, packed once at build
                             time: constant weights), or PACK_NONE
     <stage>.producers       CPU multi-level reading padding: PRODUCERS_INLINE or PRODUCERS_STORED
@@ -51,6 +53,12 @@ PACK_NONE = "none"
 #: CPU multi-level packing: prefix of a ``pack`` value that rewrites an input into panels as
 #: wide as the register tile (``"panels:B"``), once per call, rather than copying a local tile.
 PACK_PANELS = "panels:"
+#: CPU multi-level packing: prefix of a ``pack`` value that packs the same panels inside the
+#: stage's loops, the panels one cache block reads for one outer reduction step at a time
+#: (``"block-panels:B"``): GotoBLAS's placement, where the panels stay in cache between being
+#: packed and being read, and the input is read from memory once per block instead of being
+#: written out whole and read back.
+PACK_BLOCK_PANELS = "block-panels:"
 #: CPU multi-level packing: prefix of a ``pack`` value that lays an input the op declares
 #: layout-free (``attrs["layout_free_placeholders"]``: constant weights) out in those panels
 #: once, at build time (``Schedule.rewrite_layout``), so no call pays for the copy.
@@ -204,11 +212,18 @@ class MultiLevelDecisions(StageDecisions):
 
     @property
     def panel_pack(self) -> str | None:
-        """The input rewritten into register-tile-wide panels (per call or at build time), if any."""
-        for prefix in (PACK_PANELS, PACK_PREPACKED):
+        """The input rewritten into register-tile-wide panels (per call, per block or at build
+        time), if any."""
+        for prefix in (PACK_PANELS, PACK_BLOCK_PANELS, PACK_PREPACKED):
             if self.pack.startswith(prefix):
                 return self.pack[len(prefix):]
         return None
+
+    @property
+    def panels_per_block(self) -> bool:
+        """Whether the panels are packed inside the stage's loops, one cache block and outer
+        reduction step at a time, rather than whole before it runs."""
+        return self.pack.startswith(PACK_BLOCK_PANELS)
 
     @property
     def panels_at_build_time(self) -> bool:

@@ -26,7 +26,8 @@ from te.expr import TensorRead, free_vars, post_order
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
-from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_NONE, PACK_PANELS,
+from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS, PACK_NONE,
+                        PACK_PANELS,
                         PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST,
                         MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
                         StageLayout, decode_config)
@@ -481,9 +482,10 @@ def _attach_problem(plan_decisions, names: dict) -> str | None:
     for plan, d in plan_decisions:
         if not level[plan.op]:
             continue
-        if PACK_PANELS + names[plan.op] in panels:
-            return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but a reader "
-                    f"copies it into panels (pack = {PACK_PANELS}{names[plan.op]}) on its own, outside that loop")
+        for prefix in (PACK_PANELS, PACK_BLOCK_PANELS):
+            if prefix + names[plan.op] in panels:
+                return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but a reader "
+                        f"copies it into panels (pack = {prefix}{names[plan.op]})")
         for reader in plan.readers:
             if reader is not plan.host and level[reader] < level[plan.op]:
                 where = "on its own" if level[reader] == 0 else f"at the host's loop {level[reader]}"
@@ -502,7 +504,7 @@ def _as_sibling(lead: MultiLevelDecisions, plan: StagePlan, name: str) -> MultiL
     tiles on its own axes, packing its counterpart of the input the leader packs."""
     op = plan.op
     pack = lead.pack
-    for prefix in (PACK_PREPACKED, PACK_PANELS, ""):
+    for prefix in (PACK_PREPACKED, PACK_PANELS, PACK_BLOCK_PANELS, ""):
         rest = pack[len(prefix):]
         if pack.startswith(prefix) and rest in plan.sibling_inputs:
             pack = prefix + plan.sibling_inputs[rest]
@@ -533,7 +535,8 @@ def _vector_last(items: list, v: int) -> list:
 
 def _describe_pack(d: MultiLevelDecisions) -> str:
     if d.panel_pack is not None:
-        when = "once, at build time" if d.panels_at_build_time else "on every call"
+        when = ("once, at build time" if d.panels_at_build_time
+                else "per cache block and outer reduction step" if d.panels_per_block else "on every call")
         return f"packs {d.panel_pack} into panels {d.vector_tile[2]} wide along {d.vector_tile.axis} {when}"
     return "no packing" if d.local_pack is None else f"packs {d.local_pack}"
 
@@ -565,7 +568,8 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
             + tuple(PACK_PANELS + name for name in panels)
-            + tuple(PACK_PREPACKED + name for name in panels if name in layout_free_inputs(op)),
+            + tuple(PACK_PREPACKED + name for name in panels if name in layout_free_inputs(op))
+            + (tuple(PACK_BLOCK_PANELS + name for name in panels) if op.reduce_axis else ()),
             attach=_attach_candidates(plan),
             producers=(PRODUCERS_INLINE, PRODUCERS_STORED) if plan.guarded else None,
             vector=(VECTOR_LAST, *(op.axis[v].name for v in others)) if others else None,
@@ -691,7 +695,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
     else:
         owner, tiled = s[plan.owner], s[op]
         tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
-    if d.panel_pack is not None:
+    if d.panel_pack is not None and not d.panels_per_block:
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
     # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
     levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
@@ -718,7 +722,7 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
     score rows). Returns where stages it hosts attach: only its outer reduction loop (its
     a-level loops do not exist), at index ``reduction_level - 1``."""
     tiled = s[plan.op]
-    if d.panel_pack is not None:
+    if d.panel_pack is not None and not d.panels_per_block:
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
     tiled.compute_at(*at)
     reduce_outer = _tile_region(s, tiled, d, three_levels=True)
@@ -751,6 +755,8 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     s3_order = _vector_last(s3, v)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
+    if d.panels_per_block:
+        _pack_block_panels(s, tiled, d.panel_pack, tiles[v][2], v, r0[-1])
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
@@ -775,6 +781,17 @@ def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
     packed = s.cache_read(tensor, "local", [tiled])
     s[packed].compute_at(tiled, at)
+
+
+def _pack_block_panels(s: Schedule, tiled, tensor_name: str, width: int, axis: int, at) -> None:
+    """Pack the panels of input ``tensor_name`` that ``tiled`` reads in one iteration of its
+    outer reduction loop ``at`` right there (GotoBLAS: a block of panels packed where it is
+    used, so it is read from cache); bound inference narrows the panels to the block."""
+    tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
+    packed = s.pack_panels(tensor, panel_inputs(tiled.op, axis)[tensor_name], width, [tiled])
+    stage = s[packed]
+    stage.compute_at(tiled, at)
+    stage.vectorize(stage.op.axis[-1])
 
 
 def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool, axis: int = -1) -> None:

@@ -25,7 +25,7 @@ from te import dtypes
 from te.expr import TensorRead, free_vars, post_order
 
 from .config import Config, ConfigError
-from .decisions import AT_BLOCK, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED, VECTOR_LAST
+from .decisions import AT_BLOCK, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED, VECTOR_LAST
 from .sketch import MULTI_LEVEL, combines_online
 from .space import panel_inputs, reduction_level
 
@@ -213,7 +213,10 @@ def _shapes_along(space, op, cands: dict, vector: str):
     elif one_row or panel == PACK_NONE:
         packs = [PACK_NONE]  # one row never reuses a panel
     elif math.prod(iv.extent for n, iv in enumerate(op.axis) if n != v) < FEW_ROWS:
-        packs = [panel, panel[len(PACK_PANELS):]]  # and the same input copied per block
+        # and the same panels packed per cache block where they are read, and the input
+        # copied per block: panels of all of the input are written once per call and pay off
+        # only over many rows
+        packs = [panel, PACK_BLOCK_PANELS + panel[len(PACK_PANELS):], panel[len(PACK_PANELS):]]
     else:
         packs = [panel]
     for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):

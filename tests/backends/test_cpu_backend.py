@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -399,8 +400,33 @@ def test_small_intermediate_on_stack():
     io, ii = s[out].split(out.op.axis[0], factor=8)     # 8 KB tiles
     s[T2].compute_at(s[out], io)
     module = check(s, wl)
-    assert "float T_add1[2048] __attribute__((aligned(64)));" in module.source
+    # on the stack, reached through a restrict pointer (a register tile keeps its own array)
+    assert "float T_add1_storage[2048] __attribute__((aligned(64)));" in module.source
+    assert "float* __restrict__ T_add1 = T_add1_storage;" in module.source
     assert "aligned_alloc" not in module.source
+
+
+def test_a_register_tile_stays_an_array_beside_stack_buffers_reached_through_pointers():
+    """gcc 12 held a register tile in memory when a local copy or a block of panels was a
+    plain array beside it; every stack buffer but the tile is declared as storage and used
+    through a restrict pointer."""
+    wl = te.create_workload("matmul", M=16, N=32, K=32)
+    A, B, C = wl.args
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*C.op.axis, 4, 16)
+    s[CL].compute_at(s[C], jo)
+    i, j = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    ko, ki = s[CL].split(k, factor=8)
+    s[CL].reorder(ko, ki, i, j)
+    s[CL].vectorize(j)
+    BL = s.cache_read(B, "local", [CL])
+    s[BL].compute_at(s[CL], ko)
+    source = check(s, wl).source
+    assert re.search(r"float C_local_acc\[64\] __attribute__", source), source
+    assert "float* __restrict__ B_local = B_local_storage;" in source, source
+    assert "C_local_acc_storage" not in source  # the promoted tile: an array of its own
 
 
 # ---------------------------------------------------------------- integer semantics

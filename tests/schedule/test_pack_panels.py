@@ -202,15 +202,17 @@ def _with_pack(config: Config, stage: str, pack: str) -> Config:
     return Config(config.sketch, dict(config.values, **{f"{stage}.pack": pack}))
 
 
+@pytest.mark.parametrize("prefix", ["panels:", "block-panels:"])
 @pytest.mark.parametrize("case,stage,packed", [("matmul", "C", "B"), ("dense", "dense", "W"),
                                               ("batch_matmul", "C", "B")])
-def test_panel_configs_build_and_match_the_reference(case, stage, packed):
-    """Every sampled config, forced to pack panels (the space rejects width-1 tiles)."""
+def test_panel_configs_build_and_match_the_reference(case, stage, packed, prefix):
+    """Every sampled config, forced to pack panels whole or per block (the space rejects
+    width-1 tiles)."""
     task = Task(case, CASES[case])
     rng = random.Random(3)
     configs = []
     while len(configs) < 8:
-        config = _with_pack(task.space.sample(rng), stage, "panels:" + packed)
+        config = _with_pack(task.space.sample(rng), stage, prefix + packed)
         reason = task.space.check(config)
         if reason is None:
             configs.append(config)
@@ -219,3 +221,19 @@ def test_panel_configs_build_and_match_the_reference(case, stage, packed):
     _check_sampled(case, configs=configs)
     described = task.space.describe_config(configs[0])
     assert f"packs {packed} into panels" in described
+
+
+def test_block_panels_in_the_space_hold_one_blocks_panels_for_one_reduction_step():
+    # C in cache blocks of 4 x 32 (two panels of 16), k in steps of 32: each step packs the
+    # 2 x 32 x 16 panels it reads, inside the block's loops, and nothing packs B whole
+    task = Task("matmul", dict(M=16, N=64, K=64))
+    config = Config("cpu-v1", {"C.at": "b", "C.parallel": 2, "C.rtile.k": 32, "C.tile.i": [4, 1, 4],
+                               "C.tile.j": [2, 2, 16], "C.unroll": 0, "C.pack": "block-panels:B"})
+    assert task.space.check(config) is None
+    s, args = task.space.apply(config)
+    func = schedule.lower(s, args)
+    shapes = [x.buffer.shape for x in schedule.ir.walk(func.body)
+              if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels"]
+    assert shapes == [(2, 32, 16)], str(func)
+    assert "per cache block and outer reduction step" in task.space.describe_config(config)
+    _check_sampled(None, configs=[config], task=task)

@@ -45,9 +45,11 @@ def test_points_follow_the_space_candidates_on_odd_shapes_and_epilogues():
     # dense's weights are layout-free: the points pack them into panels once, at build time
     # (no per-call copy to weigh against copying one cache block at a time).
     assert {space.decisions(c)["dense"].pack for c in points} == {"prepacked:W"}
-    # matmul's B is an ordinary input: at 127 rows, panels per call and copies per block.
+    # matmul's B is an ordinary input: at 127 rows, panels per call, panels per cache block and
+    # copies per block.
     space = _space("cpu:avx512", M=127, N=1023, K=511)
-    assert {space.decisions(c)["C"].pack for c in space.starting_points(random.Random(0))} == {"panels:B", "B"}
+    assert {space.decisions(c)["C"].pack for c in space.starting_points(random.Random(0))} \
+        == {"panels:B", "block-panels:B", "B"}
 
 
 def test_a_one_row_tile_streams_wide_blocks_a_short_reduction_at_a_time_unpacked():
