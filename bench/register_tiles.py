@@ -1,15 +1,21 @@
-"""Register tiles under ``omp simd`` against plain (``GCC ivdep``) vector loops, in one run.
+"""Two rules of the CPU backend that keep register tiles in registers, each against the code
+without it, in one run.
 
     python bench/register_tiles.py                   # 6 starting points and 6 random configs per op
     python bench/register_tiles.py --points 10 --only matmul conv2d
+    python bench/register_tiles.py --rule pointer --only matmul-few-rows
 
-The CPU backend prints a vectorized loop as ``#pragma omp simd``, except the constant-extent
-vector loops of a promoted register tile, which it prints as ``#pragma GCC ivdep``
-(``backends/cpu.py``, ``_touches_register_tile``). This builds each config both ways (the
-other way by making that rule answer "no") and times the two kernels alternately, 5 rounds
-of 5 calls each, the median of each round, then the median over rounds; every kernel is
-checked against the reference first. It prints per op the GFLOP/s of each config both
-ways, and the fastest and the median of each.
+``--rule ivdep`` (the default): the backend prints a vectorized loop as ``#pragma omp
+simd``, except the constant-extent vector loops of a promoted register tile, which it prints
+as ``#pragma GCC ivdep`` (``backends/cpu.py``, ``_touches_register_tile``); the other way
+is ``omp simd`` on every vector loop. ``--rule pointer``: every stack buffer but a register
+tile is declared as storage and used through a restrict pointer (``_reached_through_pointer``);
+the other way declares them all as plain arrays.
+
+This builds each config both ways (the other way by making the rule answer "no") and times
+the two kernels alternately, 5 rounds of 5 calls each, the median of each round, then the
+median over rounds; every kernel is checked against the reference first. It prints per op
+the GFLOP/s of each config both ways, and the fastest and the median of each.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ sys.path[:0] = [str(REPO)]
 
 OPS = {
     "matmul": dict(M=1024, N=1024, K=1024),
+    "matmul-few-rows": dict(M=128, N=4096, K=4096),
     "dense": dict(M=128, N=768, K=768),
     "conv2d": dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1),
     "attention": dict(heads=4, seq=512, dim=64),
@@ -32,20 +39,27 @@ OPS = {
 }
 
 
-def build_both(task, config):
-    """(kernel with the rule, kernel with omp simd on every vector loop)."""
+#: The workload of an entry of OPS named otherwise.
+WORKLOAD = {"matmul-few-rows": "matmul"}
+
+#: The backend function behind each rule (answering "no" turns the rule off).
+RULES = {"ivdep": "_touches_register_tile", "pointer": "_reached_through_pointer"}
+
+
+def build_both(task, config, rule: str = "ivdep"):
+    """(kernel with the rule, kernel without it)."""
     import backends
     from backends import cpu
 
     s, args = task.space.apply(config)
     ruled = backends.build(s, args, target="cpu")
-    rule = cpu._touches_register_tile
-    cpu._touches_register_tile = lambda loop: False
+    kept = getattr(cpu, RULES[rule])
+    setattr(cpu, RULES[rule], lambda _: False)
     try:
         s, args = task.space.apply(config)
         plain = backends.build(s, args, target="cpu")
     finally:
-        cpu._touches_register_tile = rule
+        setattr(cpu, RULES[rule], kept)
     return ruled, plain
 
 
@@ -73,12 +87,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(OPS), default=list(OPS))
     parser.add_argument("--points", type=int, default=6, help="starting points and random configs per op, each")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rule", choices=sorted(RULES), default="ivdep")
     args = parser.parse_args()
-    print("| op | configs | ivdep rule: fastest / median GFLOP/s | omp simd everywhere: fastest / median "
-          "| per config (rule/omp simd) |")
+    without = {"ivdep": "omp simd everywhere", "pointer": "plain arrays"}[args.rule]
+    print(f"| op | configs | {args.rule} rule: fastest / median GFLOP/s | {without}: fastest / median "
+          f"| per config (rule/{without}) |")
     print("| --- | --- | --- | --- | --- |")
     for op in args.only:
-        task = autotune.Task(op, OPS[op], target="cpu")
+        task = autotune.Task(WORKLOAD.get(op, op), OPS[op], target="cpu")
         wl = task.workload
         rng = random.Random(args.seed)
         configs = task.space.starting_points(rng)[:args.points] + [task.space.sample(rng) for _ in range(args.points)]
@@ -88,7 +104,7 @@ def main() -> None:
         outputs = [np.empty(r.shape, r.dtype) for r in refs]
         ruled, plain = [], []
         for config in configs:
-            kernels = build_both(task, config)
+            kernels = build_both(task, config, args.rule)
             for kernel in kernels:
                 kernel(*inputs, *outputs)
                 problems = [c(o) for c, o in zip(checks, outputs) if c(o) is not None]

@@ -27,9 +27,8 @@ from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS, PACK_NONE,
-                        PACK_PANELS,
-                        PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST,
-                        MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
+                        PACK_PANELS, PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER,
+                        VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
                         StageLayout, decode_config)
 from .passes.specialize_rows import MAX_COPIES, row_variables
 from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, combines_online, derive_sketch

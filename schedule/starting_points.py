@@ -5,7 +5,8 @@ share (GotoBLAS, BLIS, OpenBLAS): a register tile that fills the register file w
 accumulators (``rows x width``, the width a multiple of the vector length), the
 streamed input packed into panels of that width, a reduction block whose panel slice
 stays in L1, and cache blocks of several register tiles. A short output (fewer than
-``FEW_ROWS`` rows) also tries the streamed input copied per cache block instead of panels,
+``FEW_ROWS`` rows) also tries the streamed input in panels packed per cache block, and copied
+per cache block, instead of panels of all of it,
 and a one-row output (GEMV) streams wide blocks unpacked. An input the op declares
 layout-free (constant weights of ``dense``) is packed into the panels once, at build time. This module writes down a few
 such configs per space from the target's register file and the space's own candidates,
@@ -25,7 +26,8 @@ from te import dtypes
 from te.expr import TensorRead, free_vars, post_order
 
 from .config import Config, ConfigError
-from .decisions import AT_BLOCK, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED, VECTOR_LAST
+from .decisions import (AT_BLOCK, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED,
+                        VECTOR_LAST)
 from .sketch import MULTI_LEVEL, combines_online
 from .space import panel_inputs, reduction_level
 
