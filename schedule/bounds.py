@@ -60,14 +60,14 @@ def _index_box(an: Analyzer, idx: Expr, varying: dict[Var, int]):
             and isinstance(idx.b.value, int) and idx.b.value > 0:
         c = idx.b.value
         box = _linear_box(an.linearize(idx.a), varying)
-        if box is None or any(coeff % c for _, coeff in box[0].terms.values()):
-            return None
-        base, lo, hi = box
-        if idx.op == "floordiv":
-            return Linear({k: (t, coeff // c) for k, (t, coeff) in base.terms.items()}), lo // c, hi // c
-        if lo // c != hi // c:
-            return Linear(), 0, c - 1
-        return Linear(), lo % c, hi % c
+        if box is not None and not any(coeff % c for _, coeff in box[0].terms.values()):
+            base, lo, hi = box
+            if idx.op == "floordiv":
+                return Linear({k: (t, coeff // c) for k, (t, coeff) in base.terms.items()}), lo // c, hi // c
+            if lo // c != hi // c:
+                return Linear(), 0, c - 1
+            return Linear(), lo % c, hi % c
+    # otherwise the division is one term of a linear form: a base when no varying loop is in it
     return _linear_box(an.linearize(idx), varying)
 
 

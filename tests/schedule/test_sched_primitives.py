@@ -303,14 +303,18 @@ def test_compute_at_region_of_transposed_and_strided_reads():
     assert "allocate T[6, 1]" in str(check(s, workload([X, Y])).func)
 
 
-def test_compute_at_non_linear_read_falls_back_to_whole_tensor():
+@pytest.mark.parametrize("read,allocated", [
+    (lambda i: i // 2, "T[2]"),          # a block of 4 starting at a multiple of 2: two elements
+    (lambda i: (i * i) % 13, "T[13]"),   # non-linear in the varying loop: the whole tensor
+])
+def test_compute_at_read_through_a_division_narrows_and_a_non_linear_one_takes_the_whole_tensor(read, allocated):
     X = te.placeholder((13,), name="X")
     T = te.compute((13,), lambda i: X[i] + 1.0, name="T")
-    Y = te.compute((26,), lambda i: T[i // 2], name="Y")
+    Y = te.compute((26,), lambda i: T[read(i)], name="Y")
     s = schedule.create_schedule(Y)
     io, ii = s[Y].split(Y.op.axis[0], factor=4)
     s[T].compute_at(s[Y], io)
-    assert "allocate T[13]" in str(check(s, workload([X, Y])).func)
+    assert f"allocate {allocated}" in str(check(s, workload([X, Y])).func)
 
 
 def test_compute_root_undoes_compute_at():
