@@ -63,6 +63,8 @@ PACK_BLOCK_PANELS = "block-panels:"
 #: layout-free (``attrs["layout_free_placeholders"]``: constant weights) out in those panels
 #: once, at build time (``Schedule.rewrite_layout``), so no call pays for the copy.
 PACK_PREPACKED = "prepacked:"
+#: The ``pack`` prefixes that read an input from panels: per call, per cache block, at build time.
+PANEL_PREFIXES = (PACK_PANELS, PACK_BLOCK_PANELS, PACK_PREPACKED)
 #: CPU multi-level: the inlined producers with a condition that the stage reads (padding)
 #: substituted into its loops (one condition per read, inside the micro-kernel), or stored
 #: in a buffer of their own before it runs.
@@ -214,7 +216,7 @@ class MultiLevelDecisions(StageDecisions):
     def panel_pack(self) -> str | None:
         """The input rewritten into register-tile-wide panels (per call, per block or at build
         time), if any."""
-        for prefix in (PACK_PANELS, PACK_BLOCK_PANELS, PACK_PREPACKED):
+        for prefix in PANEL_PREFIXES:
             if self.pack.startswith(prefix):
                 return self.pack[len(prefix):]
         return None

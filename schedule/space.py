@@ -27,9 +27,9 @@ from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
 from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS, PACK_NONE,
-                        PACK_PANELS, PACK_PREPACKED, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER, REDUCE_OUTER,
-                        VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec, StageDecisions,
-                        StageLayout, decode_config)
+                        PACK_PANELS, PACK_PREPACKED, PANEL_PREFIXES, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER,
+                        REDUCE_OUTER, VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
+                        StageDecisions, StageLayout, decode_config)
 from .passes.specialize_rows import MAX_COPIES, row_variables
 from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, combines_online, derive_sketch
 from .stage import Schedule, create_schedule
@@ -503,7 +503,7 @@ def _as_sibling(lead: MultiLevelDecisions, plan: StagePlan, name: str) -> MultiL
     tiles on its own axes, packing its counterpart of the input the leader packs."""
     op = plan.op
     pack = lead.pack
-    for prefix in (PACK_PREPACKED, PACK_PANELS, PACK_BLOCK_PANELS, ""):
+    for prefix in (*PANEL_PREFIXES, ""):
         rest = pack[len(prefix):]
         if pack.startswith(prefix) and rest in plan.sibling_inputs:
             pack = prefix + plan.sibling_inputs[rest]
@@ -755,7 +755,7 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
     if d.panels_per_block:
-        _pack_block_panels(s, tiled, d.panel_pack, tiles[v][2], v, r0[-1])
+        _pack_panels(s, tiled, d.panel_pack, tiles[v][2], at_build_time=False, axis=v, at=r0[-1])
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
@@ -782,22 +782,15 @@ def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     s[packed].compute_at(tiled, at)
 
 
-def _pack_block_panels(s: Schedule, tiled, tensor_name: str, width: int, axis: int, at) -> None:
-    """Pack the panels of input ``tensor_name`` that ``tiled`` reads in one iteration of its
-    outer reduction loop ``at`` right there (GotoBLAS: a block of panels packed where it is
-    used, so it is read from cache); bound inference narrows the panels to the block."""
-    tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
-    packed = s.pack_panels(tensor, panel_inputs(tiled.op, axis)[tensor_name], width, [tiled])
-    stage = s[packed]
-    stage.compute_at(tiled, at)
-    stage.vectorize(stage.op.axis[-1])
-
-
-def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool, axis: int = -1) -> None:
-    """Rewrite input ``tensor_name`` into panels ``width`` (the register tile) wide before the
-    tiled stage runs, so its micro-kernel streams one contiguous panel as the reduction
-    advances; the copy runs in parallel over panels, its rows vectorized. ``at_build_time``:
-    the panels are packed once, outside the kernel (``Schedule.rewrite_layout``)."""
+def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool, axis: int = -1,
+                 at=None) -> None:
+    """Rewrite input ``tensor_name`` into panels ``width`` (the register tile) wide, so the
+    tiled stage's micro-kernel streams one contiguous panel as the reduction advances; the
+    copy's rows are vectorized. By default the copy runs before the tiled stage, in parallel
+    over panels. ``at`` (a loop of ``tiled``, its outer reduction loop): only the panels one
+    iteration reads are packed, right there (GotoBLAS: a block of panels packed where it is
+    used, so it is read from cache; bound inference narrows the panels to the block).
+    ``at_build_time``: the panels are packed once, outside the kernel (``Schedule.rewrite_layout``)."""
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
     dim = panel_inputs(tiled.op, axis)[tensor_name]
     if at_build_time:
@@ -806,7 +799,10 @@ def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time
     packed = s.pack_panels(tensor, dim, width, [tiled])
     stage = s[packed]
     outer, *middle, inner = stage.op.axis
-    stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
+    if at is not None:
+        stage.compute_at(tiled, at)
+    else:
+        stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
     stage.vectorize(inner)
 
 
