@@ -19,16 +19,17 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from te import dtypes
-from te.expr import Const, post_order
+from te.expr import Const, Var, free_vars, post_order
 from schedule import ir
 from schedule.ir import Buffer, For, LoweredFunc
 from schedule.passes.promote_accumulators import ACC_SUFFIX
+from schedule.simplify import linearize
 from schedule.targets.cpu import bare_model_name, host_cpu_facts
 
 from .c_family import STACK_BYTES, CSourcePrinter, Dialect
@@ -70,11 +71,20 @@ __all__ = ["BuildError", "BuildTimeout", "CPUDialect", "CPUModule", "CpuBackend"
            "generate_source"]
 
 
+#: Printed instead of an unroll pragma on a register tile's rows that gcc unrolls itself
+#: (``CPUDialect._one_vector_of_tile``); descriptions of the loops read it as unrolled.
+ROWS_LEFT_TO_GCC = "// unrolled by gcc itself, once it has vectorized the one-vector loop inside"
+
+
 @dataclass
 class CPUDialect(Dialect):
-    """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma, 64-bit indices."""
+    """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma, 64-bit indices.
+
+    ``vector_bits``: the width gcc vectorizes at (the target's; None: this machine's, the
+    width of plain ``cpu``), which the register-tile rules of ``loop_pragmas`` depend on."""
 
     wide_index: bool = True
+    vector_bits: int | None = None
 
     def allocate(self, printer, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
         """A buffer too large for the stack is kept from one call to the next in a slot of
@@ -108,9 +118,13 @@ class CPUDialect(Dialect):
         if loop.kind == ir.PARALLEL:
             return ["#pragma omp parallel for schedule(static)"]
         if loop.kind == ir.VECTORIZED:
-            constant = isinstance(loop.extent, Const)
-            return ["#pragma GCC ivdep" if constant and _touches_register_tile(loop) else "#pragma omp simd"]
+            if isinstance(loop.extent, Const) and _touches_register_tile(loop):
+                return ["#pragma GCC ivdep"] + (["#pragma GCC unroll 1"] if self._one_vector_of_tile(loop) else [])
+            return ["#pragma omp simd"]
         if loop.kind == ir.UNROLLED:
+            if _indexes_register_tile(loop) and any(
+                    self._one_vector_of_tile(inner) for inner in ir.walk(loop.body) if isinstance(inner, For)):
+                return [ROWS_LEFT_TO_GCC]  # see _one_vector_of_tile
             n = ir.max_trip_count(loop.extent)
             return [f"#pragma GCC unroll {min(n, 65534)}"] if n else []
         if loop.kind == ir.THREAD_BINDING:
@@ -119,6 +133,67 @@ class CPUDialect(Dialect):
                 f"schedules that bind GPU threads build with target='cuda'"
             )
         return []
+
+    def _one_vector_of_tile(self, loop: For) -> bool:
+        """Whether ``loop`` is a vector loop exactly one vector long that accumulates into a
+        register tile (the micro-kernel's update; the tile's copies in and out are not).
+
+        gcc 12 unrolls such a loop completely before it vectorizes (a loop of 8 floats on
+        AVX2 is small enough), then vectorizes the loop over the tile's rows around it,
+        gathering the rows' inputs with permutes: an 8x8 matmul tile ran at 0.5 GFLOP/s,
+        and at 15 with the rows unrolled by ``#pragma GCC unroll``. So the loop gets
+        ``#pragma GCC unroll 1`` (it stays a loop, which the vectorizer turns into one
+        vector instruction), and the unrolled loops over the tile's rows around it get no
+        pragma: gcc unrolls them completely itself once the vector loop is vectorized (an
+        unrolled reduction loop around them keeps its pragma). The same tile ran at 55
+        GFLOP/s. The tile's copies in and out keep their form: under ``unroll 1`` gcc made
+        them ``memcpy`` calls, and a 2x8 tile updated over 2 reduction steps fell from 39
+        to 16 GFLOP/s. A loop of two or more vectors is left alone: it stays a loop either
+        way, and ``unroll 1`` would keep its vectors from being unrolled (a 4x16 tile went
+        from 66 to 26). So is a loop that reads an input at a stride (a layernorm's tile
+        of rows, vectorized across rows): gcc's own choice, vectorizing the contiguous
+        loop around it, was up to 1.6x faster there. ``bench/register_tiles.py --rule
+        one-vector`` times the rule."""
+        if loop.kind != ir.VECTORIZED or not isinstance(loop.extent, Const):
+            return False
+        updates = [store for store in ir.walk(loop.body) if isinstance(store, ir.BufferStore)
+                   and store.buffer.name.endswith(ACC_SUFFIX) and any(
+                       isinstance(e, ir.BufferLoad) and e.buffer.name == store.buffer.name for e in post_order(store.value))]
+        bits = self.vector_bits or host_cpu_facts().vector_bits
+        return any(loop.extent.value * dtypes.nbytes(store.buffer.dtype) * 8 == bits
+                   and all(_contiguous_in(loop.var, load) for load in post_order(store.value)
+                           if isinstance(load, ir.BufferLoad))
+                   for store in updates)
+
+
+def _contiguous_in(var, load) -> bool:
+    """Whether ``load`` reads consecutive elements as ``var`` steps (or the same element):
+    ``var`` appears in its last index alone, with coefficient 1 or 0."""
+    last = len(load.indices) - 1
+    for n, index in enumerate(load.indices):
+        for key, (term, coefficient) in linearize(index).terms.items():
+            if isinstance(term, Var) and term is var:
+                if n != last or coefficient != 1:
+                    return False
+            elif var in free_vars(term):
+                return False  # inside a term the index is not linear in
+    return True
+
+
+def _register_tile_accesses(stmt) -> list:
+    """The stores to and loads from a register tile in ``stmt``."""
+    out = []
+    for node in ir.walk(stmt):
+        if isinstance(node, ir.BufferStore):
+            if node.buffer.name.endswith(ACC_SUFFIX):
+                out.append(node)
+            out += [e for e in post_order(node.value) if isinstance(e, ir.BufferLoad) and e.buffer.name.endswith(ACC_SUFFIX)]
+    return out
+
+
+def _indexes_register_tile(loop: For) -> bool:
+    """Whether ``loop`` runs over a register tile's elements (its variable indexes the tile)."""
+    return any(loop.var in free_vars(i) for access in _register_tile_accesses(loop.body) for i in access.indices)
 
 
 def _reached_through_pointer(buf) -> bool:
@@ -139,12 +214,7 @@ def _touches_register_tile(loop: For) -> bool:
     register tiles ran 2-3x slower). ``GCC ivdep`` keeps what ``omp simd`` was there for,
     the promise that iterations do not depend on each other; other vector loops keep
     ``omp simd``, which vectorizes where gcc's cost model would not (guarded padding)."""
-    for stmt in ir.walk(loop.body):
-        if isinstance(stmt, ir.BufferStore) and (
-                stmt.buffer.name.endswith(ACC_SUFFIX)
-                or any(isinstance(e, ir.BufferLoad) and e.buffer.name.endswith(ACC_SUFFIX) for e in post_order(stmt.value))):
-            return True
-    return False
+    return bool(_register_tile_accesses(loop.body))
 
 
 def generate_source(func: LoweredFunc, dialect: Dialect | None = None) -> str:
@@ -449,8 +519,15 @@ class CpuBackend(Backend):
     def flags(self) -> tuple[str, ...]:
         return cflags(self.target.facts.isa_flags, self.openmp)
 
+    @property
+    def target_dialect(self) -> Dialect:
+        """``dialect`` at the vector width of this backend's target (its rules depend on it)."""
+        if isinstance(self.dialect, CPUDialect) and self.dialect.vector_bits is None:
+            return replace(self.dialect, vector_bits=self.target.facts.vector_bits)
+        return self.dialect
+
     def generate_source(self, func: LoweredFunc) -> str:
-        return generate_source(func, self.dialect)
+        return generate_source(func, self.target_dialect)
 
     def compile_source(self, source: str, timeout: float | None = 60.0) -> Path:
         return compile_source(source, self.flags, timeout)

@@ -149,13 +149,14 @@ def _vector_loops(src: str) -> list[tuple[str, str, str]]:
     out = []
     for n, line in enumerate(lines[:-1]):
         if line in ("#pragma GCC ivdep", "#pragma omp simd"):
+            head = next(m for m in range(n + 1, len(lines)) if not lines[m].startswith("#pragma"))
             depth, body = 0, []
-            for inner in lines[n + 1:]:
+            for inner in lines[head:]:
                 depth += inner.count("{") - inner.count("}")
                 body.append(inner)
                 if depth == 0:
                     break
-            out.append((line, lines[n + 1], "\n".join(body[1:])))
+            out.append((line, lines[head], "\n".join(body[1:])))
     return out
 
 
@@ -184,6 +185,85 @@ def test_register_tile_vector_loops_are_ivdep_loops_and_tails_keep_omp_simd():
     assert full == ["#pragma GCC ivdep"] * 3, loops  # copy-in, the update, copy-out
     assert tail == ["#pragma omp simd"] * 3, loops
     assert others and set(others) == {"#pragma omp simd"}, loops
+
+
+def _register_tile_source(columns: int, target: str, across_rows: bool = False) -> str:
+    """The C source, for ``target``, of a matmul whose 8-row register tile is ``columns``
+    floats wide: rows unrolled by the schedule, columns vectorized (``across_rows``: the
+    other way round, so the vector loop reads A at a stride)."""
+    wl = te.create_workload("matmul", M=16, N=2 * columns, K=32)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*C.op.axis, 8, columns)
+    s[CL].compute_at(s[C], jo)
+    i, j = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    unrolled, vector = (j, i) if across_rows else (i, j)
+    s[CL].reorder(k, unrolled, vector)
+    s[CL].unroll(unrolled)
+    s[CL].vectorize(vector)
+    return backends.backend_for(target).generate_source(schedule.lower(s, wl.args))
+
+
+def _tile_pragmas(src: str) -> tuple[list[list[str]], list[list[str]]]:
+    """(pragmas above each vector loop of the register tile, pragmas above each loop
+    directly around one)."""
+    lines = [line.strip() for line in src.splitlines()]
+
+    def pragmas_above(n: int) -> list[str]:
+        out = []
+        while n > 0 and lines[n - 1].startswith(("#pragma", "//")):
+            n -= 1
+            out.insert(0, lines[n])
+        return out
+
+    vector, around = [], []
+    for n, line in enumerate(lines):
+        if line.startswith("for (int64_t j") and "C_local_acc" in lines[n + 1]:
+            vector.append(pragmas_above(n))
+            outer = next(m for m in range(n - 1, -1, -1) if lines[m].startswith("for ("))
+            around.append(pragmas_above(outer))
+    return vector, around
+
+
+def test_a_register_tile_one_vector_wide_keeps_its_vector_loop_and_leaves_its_rows_to_gcc():
+    """gcc unrolls a loop exactly one vector long before it vectorizes, then vectorizes the
+    tile's rows around it with permutes (an 8x8 AVX2 tile ran 100x slower). Such a loop,
+    where it updates the tile, gets ``GCC unroll 1`` and its rows a comment in place of the
+    unroll pragma; the
+    tile's copies in and out keep theirs (under ``unroll 1`` they became ``memcpy``
+    calls). Half a vector (the same tile for AVX-512) and two vectors (16 columns on AVX2)
+    keep the rows' pragma everywhere, and so does a vector loop that reads at a stride."""
+    ivdep, unroll_1, rows = "#pragma GCC ivdep", "#pragma GCC unroll 1", "#pragma GCC unroll 8"
+    vector, around = _tile_pragmas(_register_tile_source(8, "cpu:avx2"))  # copy in, update, copy out
+    assert vector == [[ivdep], [ivdep, unroll_1], [ivdep]], vector
+    assert around == [[rows], [cpu.ROWS_LEFT_TO_GCC], [rows]], around
+    for columns, target in ((8, "cpu:avx512"), (16, "cpu:avx2")):
+        vector, around = _tile_pragmas(_register_tile_source(columns, target))
+        assert vector == [[ivdep]] * 3, (columns, target, vector)
+        assert around == [[rows]] * 3, (columns, target, around)
+    # Rows vectorized: the loop reads A a row apart, and gcc's own choice (the contiguous
+    # loop around it) stays.
+    assert "#pragma GCC unroll 1" not in _register_tile_source(8, "cpu:avx2", across_rows=True)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 vector registers")
+def test_a_one_vector_register_tile_compiles_to_full_width_fmas(tmp_path, monkeypatch):
+    """The 8x8 AVX2 tile's update compiles to FMAs on whole ymm registers; without the rule
+    gcc vectorizes its rows with xmm halves (compiled to assembly only: any x86 machine)."""
+    import subprocess
+
+    def fma_registers(source: str) -> set[str]:
+        src, asm = tmp_path / "k.c", tmp_path / "k.s"
+        src.write_text(source)
+        flags = [f for f in backends.backend_for("cpu:avx2").flags if f not in ("-shared", "-fPIC")]
+        subprocess.run([cpu.CC, *flags, "-S", str(src), "-o", str(asm)], check=True)
+        return {m for line in asm.read_text().splitlines() if "vfmadd" in line for m in re.findall(r"%([xyz]mm)", line)}
+
+    assert fma_registers(_register_tile_source(8, "cpu:avx2")) == {"ymm"}
+    monkeypatch.setattr(cpu.CPUDialect, "_one_vector_of_tile", lambda self, loop: False)
+    assert "xmm" in fma_registers(_register_tile_source(8, "cpu:avx2"))
 
 
 def test_source_without_annotations_has_no_pragmas_but_the_reduction_fold():

@@ -15,6 +15,7 @@ import pytest
 
 import te
 from backends import backend_for
+from backends import cpu
 from backends.cpu import CPUDialect, generate_source
 from schedule import describe_lowered, ir, lower
 from schedule.config import Config
@@ -49,7 +50,7 @@ def source_loops(source: str) -> list[tuple[str, str, list[str]]]:
     loops, pragmas = [], []
     for line in source.splitlines():
         text = line.strip()
-        if text.startswith("#pragma"):
+        if text.startswith(("#pragma", "//")):  # a comment in place of a pragma: cpu.ROWS_LEFT_TO_GCC
             pragmas.append(text)
             continue
         m = _FOR.match(line)
@@ -80,7 +81,8 @@ def check_agrees_with_source(func: ir.LoweredFunc, dialect: CPUDialect | None = 
             assert note.trips > 1
         vector_pragma = "omp simd" in text or "GCC ivdep" in text  # ivdep: a register tile's vector loops
         assert vector_pragma == (note.how == "vector"), (note, pragmas)
-        assert (f"#pragma GCC unroll {note.trips}" in pragmas) == (note.how == "unrolled"), (note, pragmas)
+        unroll_pragma = f"#pragma GCC unroll {note.trips}" in pragmas or cpu.ROWS_LEFT_TO_GCC in pragmas
+        assert unroll_pragma == (note.how == "unrolled"), (note, pragmas)
         assert (extent == str(note.trips)) == (not note.tail), (note, extent)
         assert name == note.name
     return source
