@@ -138,22 +138,19 @@ class CPUDialect(Dialect):
         """Whether ``loop`` is a vector loop exactly one vector long that accumulates into a
         register tile (the micro-kernel's update; the tile's copies in and out are not).
 
-        gcc 12 unrolls such a loop completely before it vectorizes (a loop of 8 floats on
-        AVX2 is small enough), then vectorizes the loop over the tile's rows around it,
-        gathering the rows' inputs with permutes: an 8x8 matmul tile ran at 0.5 GFLOP/s,
-        and at 15 with the rows unrolled by ``#pragma GCC unroll``. So the loop gets
-        ``#pragma GCC unroll 1`` (it stays a loop, which the vectorizer turns into one
-        vector instruction), and the unrolled loops over the tile's rows around it get no
-        pragma: gcc unrolls them completely itself once the vector loop is vectorized (an
-        unrolled reduction loop around them keeps its pragma). The same tile ran at 55
-        GFLOP/s. The tile's copies in and out keep their form: under ``unroll 1`` gcc made
-        them ``memcpy`` calls, and a 2x8 tile updated over 2 reduction steps fell from 39
-        to 16 GFLOP/s. A loop of two or more vectors is left alone: it stays a loop either
-        way, and ``unroll 1`` would keep its vectors from being unrolled (a 4x16 tile went
-        from 66 to 26). So is a loop that reads an input at a stride (a layernorm's tile
-        of rows, vectorized across rows): gcc's own choice, vectorizing the contiguous
-        loop around it, was up to 1.6x faster there. ``bench/register_tiles.py --rule
-        one-vector`` times the rule."""
+        gcc 12 unrolls such a loop completely before it vectorizes (8 floats on AVX2 are
+        few enough), then vectorizes the loop over the tile's rows around it, gathering the
+        rows' inputs with permutes; unrolling the rows by pragma first ends alike. So the
+        loop gets ``#pragma GCC unroll 1`` (it stays a loop, which the vectorizer turns into
+        one vector instruction), and the unrolled loops over the tile's rows around it get
+        ``ROWS_LEFT_TO_GCC`` instead of their pragma: gcc unrolls them itself once the
+        update is vectorized (an unrolled reduction loop around them keeps its pragma).
+        Left alone: the tile's copies in and out (under ``unroll 1`` gcc makes them
+        ``memcpy`` calls), a loop of two or more vectors (it stays a loop either way, and
+        ``unroll 1`` would keep its vectors from being unrolled), and a loop that reads an
+        input at a stride (a layernorm's tile of rows, vectorized across rows: there gcc's
+        own choice, the contiguous loop around it, is the faster one). What each costs is
+        in ``bench/RESULTS.md``; ``bench/register_tiles.py --rule one-vector`` times it."""
         if loop.kind != ir.VECTORIZED or not isinstance(loop.extent, Const):
             return False
         updates = [store for store in ir.walk(loop.body) if isinstance(store, ir.BufferStore)
@@ -171,7 +168,7 @@ def _contiguous_in(var, load) -> bool:
     ``var`` appears in its last index alone, with coefficient 1 or 0."""
     last = len(load.indices) - 1
     for n, index in enumerate(load.indices):
-        for key, (term, coefficient) in linearize(index).terms.items():
+        for term, coefficient in linearize(index).terms.values():
             if isinstance(term, Var) and term is var:
                 if n != last or coefficient != 1:
                     return False
