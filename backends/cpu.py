@@ -153,9 +153,9 @@ class CPUDialect(Dialect):
         in ``bench/RESULTS.md``; ``bench/register_tiles.py --rule one-vector`` times it."""
         if loop.kind != ir.VECTORIZED or not isinstance(loop.extent, Const):
             return False
-        updates = [store for store in ir.walk(loop.body) if isinstance(store, ir.BufferStore)
-                   and store.buffer.name.endswith(ACC_SUFFIX) and any(
-                       isinstance(e, ir.BufferLoad) and e.buffer.name == store.buffer.name for e in post_order(store.value))]
+        updates = [store for store in _register_tile_accesses(loop.body) if isinstance(store, ir.BufferStore)
+                   and any(isinstance(e, ir.BufferLoad) and e.buffer.name == store.buffer.name
+                           for e in post_order(store.value))]
         bits = self.vector_bits or host_cpu_facts().vector_bits
         return any(loop.extent.value * dtypes.nbytes(store.buffer.dtype) * 8 == bits
                    and all(_contiguous_in(loop.var, load) for load in post_order(store.value)

@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
@@ -59,16 +60,10 @@ def build_both(task, config, rule: str = "ivdep"):
 
     s, args = task.space.apply(config)
     ruled = backends.build(s, args, target="cpu")
-    owner, name = cpu, RULES[rule]
-    if "." in name:
-        owner, name = getattr(cpu, name.split(".")[0]), name.split(".")[1]
-    kept = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-    setattr(owner, name, (lambda self, _: False) if isinstance(owner, type) else (lambda _: False))
-    try:
+    owner, _, name = RULES[rule].rpartition(".")
+    with mock.patch.object(getattr(cpu, owner) if owner else cpu, name, lambda *_: False):
         s, args = task.space.apply(config)
         plain = backends.build(s, args, target="cpu")
-    finally:
-        setattr(owner, name, kept)
     return ruled, plain
 
 
