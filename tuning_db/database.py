@@ -49,6 +49,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from . import jsonl, rows
 from .engine import open_engine, writer
 from .errors import DatabaseError, NoDatabaseError, one_line
+from .interrupts import interrupts_deferred
 from .liveness import run_state, this_host
 from .location import describe, prepare_sqlite_file, require_sqlite_file, resolve_url, sqlite_file
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
@@ -103,7 +104,8 @@ class Database:
 
     def close(self) -> None:
         if self._engine is not None:
-            self._engine.dispose()
+            with interrupts_deferred():
+                self._engine.dispose()
             self._engine = None
 
     def __enter__(self) -> Database:
@@ -134,12 +136,13 @@ class Database:
 
     @contextmanager
     def _session(self, write: bool) -> Iterator[Session]:
-        """One transaction; SQLAlchemy failures become one-line ``DatabaseError``s."""
+        """One transaction; SQLAlchemy failures become one-line ``DatabaseError``s. A Ctrl-C
+        in it is raised when it has ended (see interrupts.py)."""
         if self._engine is None:
             raise DatabaseError(f"{self.location}: the database is closed")
         sessions = self._write_sessions if write else self._read_sessions
         try:
-            with sessions.begin() as session:
+            with interrupts_deferred(), sessions.begin() as session:
                 yield session
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe_failure(exc, "write failed" if write else "query failed")) from None
