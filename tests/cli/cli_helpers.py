@@ -6,6 +6,7 @@ default location points at the user's own database.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +28,7 @@ def cli_env(root: Path, **extra: str) -> dict[str, str]:
         XDG_CACHE_HOME=str(root / "xdg-cache"),
         PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
         COLUMNS="200",
+        PYTHONFAULTHANDLER="1",   # a run stuck past a test's patience dumps its threads (finish_or_explain)
     )
     env.update(extra)
     return env
@@ -69,6 +71,45 @@ def count_records(db: Path, where: str = "1") -> int:
             return con.execute(f"SELECT count(*) FROM records WHERE {where}").fetchone()[0]
     except sqlite3.OperationalError:
         return 0
+
+
+def _process_tree(pid: int) -> list[tuple[int, str]]:
+    """``pid`` and its descendants: (pid, ``ps`` line) each."""
+    listing = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat=,etime=,args="], capture_output=True,
+                             text=True).stdout.splitlines()
+    rows = [(int(line.split()[0]), int(line.split()[1]), line.strip()) for line in listing if line.strip()]
+    tree, found = {pid}, True
+    while found:
+        found = False
+        for child, parent, _ in rows:
+            if parent in tree and child not in tree:
+                tree.add(child)
+                found = True
+    return [(child, line) for child, _, line in rows if child in tree]
+
+
+def finish_or_explain(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
+    """``proc.communicate(timeout)``; a run still going after ``timeout`` fails the test with
+    what it was doing: the processes it started and its Python threads' stacks
+    (faulthandler, on SIGABRT); all of those processes are then killed."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = _process_tree(proc.pid)
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid, _ in tree:   # they hold its pipes open: the output ends when they are gone
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, err = proc.communicate(timeout=10)
+        processes = "\n".join(line for _, line in tree)
+        raise AssertionError(f"autotune still running {timeout} s later; its processes:\n{processes}\n"
+                             f"stderr (the threads' stacks at the end):\n{err[-6000:]}") from None
 
 
 def wait_for_records(db: Path, n: int, proc: subprocess.Popen, timeout: float = 90) -> int:

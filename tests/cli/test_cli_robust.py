@@ -10,7 +10,7 @@ import pytest
 
 import tuning_db
 
-from cli_helpers import MATMUL_KEY, TINY_MATMUL, cli_env, count_records, wait_for_records
+from cli_helpers import MATMUL_KEY, TINY_MATMUL, cli_env, count_records, finish_or_explain, wait_for_records
 
 
 def test_two_concurrent_runs_on_one_file_lose_no_record(cli):
@@ -31,7 +31,7 @@ def test_stopped_run_keeps_finished_batches_and_resume_completes_it(cli, how):
     proc = cli.start(*TINY_MATMUL, "--trials", "400", "--no-anchor")
     wait_for_records(cli.db, 4, proc)
     proc.send_signal(getattr(signal, how))
-    out, err = proc.communicate(timeout=60)
+    out, err = finish_or_explain(proc)
     assert "Traceback" not in err
     if how == "SIGINT":
         assert proc.returncode == 130
@@ -96,6 +96,6 @@ def test_ctrl_c_to_the_process_group_shows_no_traceback(cli):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     wait_for_records(cli.db, 4, proc)
     os.killpg(proc.pid, signal.SIGINT)   # what a terminal does on Ctrl-C
-    out, err = proc.communicate(timeout=60)
+    out, err = finish_or_explain(proc)
     assert proc.returncode == 130 and "interrupted after" in err
     assert "Traceback" not in err, err
