@@ -28,7 +28,6 @@ from te import dtypes
 from te.expr import Const, Var, free_vars, post_order
 from schedule import ir
 from schedule.ir import Buffer, For, LoweredFunc
-from schedule.passes.promote_accumulators import ACC_SUFFIX
 from schedule.simplify import linearize
 from schedule.targets.cpu import bare_model_name, host_cpu_facts
 
@@ -182,9 +181,9 @@ def _register_tile_accesses(stmt) -> list:
     out = []
     for node in ir.walk(stmt):
         if isinstance(node, ir.BufferStore):
-            if node.buffer.name.endswith(ACC_SUFFIX):
+            if node.buffer.in_registers:
                 out.append(node)
-            out += [e for e in post_order(node.value) if isinstance(e, ir.BufferLoad) and e.buffer.name.endswith(ACC_SUFFIX)]
+            out += [e for e in post_order(node.value) if isinstance(e, ir.BufferLoad) and e.buffer.in_registers]
     return out
 
 
@@ -200,7 +199,7 @@ def _reached_through_pointer(buf) -> bool:
     block of panels or a local copy of an input declared as a plain array beside the tile,
     gcc 12 kept the tile in memory (a load and a store of each accumulator per FMA);
     through the pointer it kept it in registers (``bench/RESULTS.md``)."""
-    return not buf.name.endswith(ACC_SUFFIX)
+    return not buf.in_registers
 
 
 def _touches_register_tile(loop: For) -> bool:

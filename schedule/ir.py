@@ -32,13 +32,16 @@ SCOPES = ("global", "local", "shared")
 
 @dataclass(frozen=True, eq=False)
 class Buffer:
-    """A multi-dimensional array in memory; ``is_arg`` marks kernel parameters."""
+    """A multi-dimensional array in memory; ``is_arg`` marks kernel parameters,
+    ``in_registers`` a tile that ``promote_accumulators`` made to be held in registers
+    (the CPU backend prints its loops so that the compiler can keep it there)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     scope: str = "global"
     is_arg: bool = False
+    in_registers: bool = False
 
     @property
     def size(self) -> int:

@@ -82,4 +82,5 @@ def retarget(s: Stmt, old: Buffer, new: Buffer, lead: tuple[Expr, ...]) -> Stmt:
 
 def expand(buf: Buffer, n: int, name_suffix: str = "") -> Buffer:
     """``buf`` with a new leading dimension of ``n``."""
-    return Buffer(buf.name + name_suffix, (n,) + tuple(buf.shape), buf.dtype, buf.scope, buf.is_arg)
+    return Buffer(buf.name + name_suffix, (n,) + tuple(buf.shape), buf.dtype, buf.scope, buf.is_arg,
+                  buf.in_registers)

@@ -177,7 +177,7 @@ class _ConstantExtents(StmtMutator):
 
 def _promoted(store: BufferStore, value: Expr, reduce_loops: list[For], tile: list[For], extents) -> Stmt:
     """Load the tile into ``acc``, accumulate there under the reduce loops, store it back."""
-    acc = Buffer(f"{store.buffer.name}{ACC_SUFFIX}", tuple(extents), store.buffer.dtype, "local")
+    acc = Buffer(f"{store.buffer.name}{ACC_SUFFIX}", tuple(extents), store.buffer.dtype, "local", in_registers=True)
     acc_idx = tuple(l.var for l in tile)
     op = store.value.op
 

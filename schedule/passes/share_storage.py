@@ -125,7 +125,8 @@ def share_storage(body: Stmt, analyzer: Analyzer | None = None, scopes: frozense
     into = {}
     for slot in shared:
         members = sorted(slot.members, key=buffers.index)
-        storage = Buffer("_".join(b.name for b in members), (slot.size,), slot.dtype, slot.scope)
+        storage = Buffer("_".join(b.name for b in members), (slot.size,), slot.dtype, slot.scope,
+                         in_registers=all(b.in_registers for b in members))
         into.update({b: storage for b in slot.members})
     an = analyzer or Analyzer()
 

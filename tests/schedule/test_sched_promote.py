@@ -35,6 +35,7 @@ def test_accumulator_tile_is_promoted_across_the_inner_reduce_loop():
     func = schedule.lower(s, wl.args)
     acc = [b for b in _allocations(func) if b.name == "C.local.acc"]
     assert len(acc) == 1 and acc[0].shape == (4, 8) and acc[0].scope == "local"
+    assert [b.name for b in _allocations(func) if b.in_registers] == ["C.local.acc"]
     text = str(func)
     assert "C.local.acc[i_inner, j_inner] = C.local.acc[i_inner, j_inner] + " in text
     check(s, wl)
@@ -78,7 +79,7 @@ def test_no_promotion_when_a_tile_loop_reaches_two_elements_of_one_dimension():
     D = te.compute((6,), lambda i: te.sum(X[i, k], axis=k), name="D")
     s = schedule.create_schedule(D)
     func = schedule.lower(s, [X, D])
-    assert not any(b.name.endswith(".acc") for b in _allocations(func))
+    assert not any(b.name.endswith(".acc") or b.in_registers for b in _allocations(func))
 
 
 def test_loops_of_one_iteration_disappear():
