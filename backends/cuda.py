@@ -161,7 +161,11 @@ def default_arch() -> str:
 
 @functools.lru_cache(maxsize=None)
 def gpu_available() -> bool:
-    """CuPy imports and sees at least one CUDA device."""
+    """CuPy imports and sees at least one CUDA device (not tried without a driver)."""
+    from schedule.targets.cuda import driver_present
+
+    if not driver_present():
+        return False
     try:
         import cupy
 

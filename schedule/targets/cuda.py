@@ -12,7 +12,9 @@ dynamic opt-in, which the generated kernels do not use), so it does not vary by 
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import sys
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -87,9 +89,27 @@ def facts_from_properties(props: dict) -> CudaFacts:
     )
 
 
+#: The NVIDIA driver's CUDA library, which every use of a GPU through CuPy loads.
+DRIVER_LIBRARY = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+
+
+@functools.lru_cache(maxsize=1)
+def driver_present() -> bool:
+    """Whether the NVIDIA driver's CUDA library loads. Without it no GPU can be used, and
+    finding that out costs a failed ``dlopen`` rather than importing CuPy (over a second,
+    which every ``autotune`` command choosing its target automatically would pay)."""
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=1)
 def device_facts() -> CudaFacts | None:
     """The facts of GPU 0 when CuPy imports and sees one, else None (read once per process)."""
+    if not driver_present():
+        return None
     try:
         import cupy
 

@@ -3,6 +3,8 @@ enum through the database, and a third target kind added by one module that then
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -135,6 +137,19 @@ def test_cuda_cannot_be_measured_here_and_says_why():
 
     with pytest.raises(targets.MeasureUnavailable, match="no CUDA GPU found"):
         LocalRunner().run(task, [])  # the CPU measuring process refuses a cuda task too
+
+
+def test_choosing_the_target_without_a_gpu_driver_does_not_import_cupy():
+    """Without the driver's library no GPU can be used: ``auto`` picks the CPU without
+    importing CuPy (over a second on every command)."""
+    from schedule.targets.cuda import driver_present
+
+    if driver_present():
+        pytest.skip("the NVIDIA driver's library is installed here")
+    probe = ("import sys; from autotune import targets; chosen, note = targets.resolve('auto'); "
+             "print(chosen.kind, 'cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["cpu", "False"]
 
 
 def test_a_preset_of_wider_vectors_than_the_cpu_has_is_refused_before_any_kernel_runs(monkeypatch):
