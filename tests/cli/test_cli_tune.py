@@ -92,7 +92,7 @@ def test_transfer_warm_starts_from_another_shape(cli):
     cli.run("matmul", "-M", "24", "-N", "24", "-K", "24", "--trials", "8", "--batch-size", "8",
             "--tuner", "random", "--no-anchor", "--final", "0")
     proc = cli.run("matmul", "-M", "16", "-N", "16", "-K", "16", "--trials", "8", "--batch-size", "8",
-                   "--transfer", "--no-anchor")
+                   "--transfer", "--no-anchor", "--final", "0")
     assert re.search(r"^model: +warm-started from 8 records of other matmul shapes$", proc.stdout, re.M)
     assert re.search(r"^trials: +8 \(\d+ failed\), run 2$", proc.stdout, re.M)
 

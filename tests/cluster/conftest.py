@@ -42,3 +42,11 @@ def ray_cluster(monkeypatch):
             ray.shutdown()
         cluster.shutdown()
         atexit.unregister(cluster.shutdown)
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (``--dist loadgroup``) the cluster tests share one worker: two
+    local Ray clusters at once would contend for the head node's ports."""
+    for item in items:
+        if "tests/cluster/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.xdist_group("ray-cluster"))
