@@ -26,6 +26,7 @@ import sys
 
 import click
 
+from .interrupts import EXIT_INTERRUPTED, INTERRUPTED, signals_interrupt
 from .log_cmd import log_group
 from .model_cmd import model_cmd
 from .replay_cmd import replay_cmd, sample_cmd
@@ -88,12 +89,17 @@ def _exit_for_closed_stdout() -> None:
 
 
 class AutotuneGroup(click.Group):
-    """A group that turns library errors into click errors (no traceback), and ends quietly
+    """A group that turns library errors into click errors (no traceback), ends an
+    interrupted command with one line and status 130 (``interrupts.py``), and ends quietly
     when the reader of its output has gone."""
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with signals_interrupt():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED, err=True)
+            raise SystemExit(EXIT_INTERRUPTED) from None
         except Exception as exc:
             if _caused_by_broken_pipe(exc) and stdout_closed():
                 _exit_for_closed_stdout()

@@ -17,6 +17,7 @@ import click
 import te
 
 from . import options as opt
+from .interrupts import EXIT_INTERRUPTED
 
 MISS_HELP = ("What a config missing from the recording does: skip (not a trial, not shown to the tuner) "
              "or fail (a failed trial that counts against --trials).")
@@ -179,7 +180,7 @@ def sample_cmd(trials, db_url, target, seed, timeout, rounds, batch_size, progre
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is in {db.location}",
                        err=True)
-            raise SystemExit(130) from None
+            raise SystemExit(EXIT_INTERRUPTED) from None
         bar.close()
         ok = sum(t.result.ok for t in result.history)
         best = "-" if result.best_gflops is None else f"{result.best_gflops:.4g}"

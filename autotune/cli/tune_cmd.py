@@ -24,10 +24,8 @@ import importlib.util
 import inspect
 import os
 import re
-import signal
 import sys
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -41,6 +39,7 @@ from .. import anchor as anchors
 from .. import targets
 from ..task import Task
 from . import options as opt
+from .interrupts import EXIT_INTERRUPTED
 from .report import ProgressBar, print_summary
 
 _PAIR_HELP = "an int or H,W"
@@ -242,25 +241,6 @@ def make_op_command(op: str) -> click.Command:
 # ---------------------------------------------------------------- running one tuning session
 
 
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM stops a run like Ctrl-C: the batch in flight is dropped, the run marked interrupted.
-
-    SIGINT gets Python's KeyboardInterrupt handler explicitly: a process started in the
-    background of a script inherits SIGINT as ignored, and Python keeps it ignored.
-    """
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
-
-
 def measure_anchor(task, timing) -> "anchors.AnchorFigure | str":
     """The anchor's figure (the target kind's: NumPy on cpu, cuBLAS on cuda) measured with the
     candidates' ``timing`` protocol, or why there is none."""
@@ -373,17 +353,16 @@ def _tune_task(make_task: Callable[[str], Task], *, trials: int, target: str, tu
         from ..tuning import tune  # after the cheap checks: the tuners import XGBoost, which takes seconds
 
         bar = ProgressBar(trials, progress, op, simulated=targets.is_simulated(task.target))
-        try:
-            with _sigterm_as_interrupt():
-                result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
-                              batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
-                              transfer=transfer, timing=timing, share=share, executor=executor,
-                              final=FinalTimingOptions(candidates=final, anchor=final_anchor) if final else None)
+        try:  # Ctrl-C or SIGTERM (see interrupts.py): the batch in flight is dropped, the run marked interrupted
+            result = tune(task, trials=trials, tuner=tuner, db=db, seed=seed, callbacks=[bar],
+                          batch_size=batch_size, early_stopping=early_stopping, timeout=timeout, resume=resume,
+                          transfer=transfer, timing=timing, share=share, executor=executor,
+                          final=FinalTimingOptions(candidates=final, anchor=final_anchor) if final else None)
         except KeyboardInterrupt:
             bar.close()
             click.echo(f"interrupted after {bar.trials_done} trials; every finished batch is stored in "
                        f"{db.location}; rerun with --resume to continue", err=True)
-            raise SystemExit(130) from None
+            raise SystemExit(EXIT_INTERRUPTED) from None
         bar.close()
         found = anchor_report(before, _anchor_after(task, timing, before, result))
         if executor is None and result.best is not None:

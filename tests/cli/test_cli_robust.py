@@ -99,3 +99,30 @@ def test_ctrl_c_to_the_process_group_shows_no_traceback(cli):
     out, err = finish_or_explain(proc)
     assert proc.returncode == 130 and "interrupted after" in err
     assert "Traceback" not in err, err
+
+
+def test_ctrl_c_before_tuning_starts_is_one_line_and_status_130(tmp_path, monkeypatch):
+    """Interrupted while measuring the anchor (before the tuning loop, which says more): one
+    line and status 130, not click's "Aborted!" and status 1. SIGINT ignored when the command
+    starts (a process started in the background of a script) is a Ctrl-C inside it all the same."""
+    from click.testing import CliRunner
+
+    from autotune.cli import cli as autotune_cli
+
+    seen = {}
+
+    def interrupted_anchor(task, timing):
+        seen["sigint"] = signal.getsignal(signal.SIGINT)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("autotune.cli.tune_cmd.measure_anchor", interrupted_anchor)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = CliRunner().invoke(autotune_cli, ["matmul", "-M", "8", "-N", "8", "-K", "8", "--trials", "4",
+                                                   "--db", str(tmp_path / "t.db")])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN   # given back as it was
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen["sigint"] is signal.default_int_handler
+    assert result.exit_code == 130, result.output
+    assert result.output.strip() == "interrupted" and "Aborted" not in result.output
