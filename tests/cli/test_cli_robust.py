@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -126,3 +127,22 @@ def test_ctrl_c_before_tuning_starts_is_one_line_and_status_130(tmp_path, monkey
     assert seen["sigint"] is signal.default_int_handler
     assert result.exit_code == 130, result.output
     assert result.output.strip() == "interrupted" and "Aborted" not in result.output
+
+
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_status_130(tmp_path):
+    """The console script's entry point guards the CLI's import (over half a second): a
+    Ctrl-C then prints no traceback of the imports. The interrupt is raised by an import
+    hook when ``autotune.cli`` is imported, as a Ctrl-C at that moment would."""
+    probe = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'autotune.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from autotune.console import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=cli_env(tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 130 and proc.stderr == "interrupted\n", proc.stderr
