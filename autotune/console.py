@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import sys
 
-#: Kept equal to ``autotune.cli.interrupts`` (not imported from there: that import is what is guarded).
+#: The exit status of an interrupted command (128 + SIGINT, as a shell reports Ctrl-C); here
+#: rather than in ``autotune.cli.interrupts``, whose import is what ``main`` guards.
 EXIT_INTERRUPTED = 130
+#: What a command interrupted where it has nothing more to say prints.
+INTERRUPTED = "interrupted"
 
 
 def main() -> None:
     try:
         from autotune.cli import main as cli_main
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+        sys.stderr.write(INTERRUPTED + "\n")
         raise SystemExit(EXIT_INTERRUPTED) from None
     cli_main()

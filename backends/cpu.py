@@ -153,7 +153,7 @@ class CPUDialect(Dialect):
         if loop.kind != ir.VECTORIZED or not isinstance(loop.extent, Const):
             return False
         updates = [store for store in _register_tile_accesses(loop.body) if isinstance(store, ir.BufferStore)
-                   and any(isinstance(e, ir.BufferLoad) and e.buffer.name == store.buffer.name
+                   and any(isinstance(e, ir.BufferLoad) and e.buffer is store.buffer
                            for e in post_order(store.value))]
         bits = self.vector_bits or host_cpu_facts().vector_bits
         return any(loop.extent.value * dtypes.nbytes(store.buffer.dtype) * 8 == bits

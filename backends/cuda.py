@@ -159,19 +159,12 @@ def default_arch() -> str:
     return f"sm_{cupy.cuda.Device(0).compute_capability}"  # e.g. "90"
 
 
-@functools.lru_cache(maxsize=None)
 def gpu_available() -> bool:
-    """CuPy imports and sees at least one CUDA device (not tried without a driver)."""
-    from schedule.targets.cuda import driver_present
+    """CuPy imports and sees at least one CUDA device: the target's own detection
+    (``schedule.targets.cuda.device_facts``, read once per process) found GPU 0."""
+    from schedule.targets.cuda import device_facts
 
-    if not driver_present():
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # ImportError, CUDARuntimeError (no driver), ...
-        return False
+    return device_facts() is not None
 
 
 def check_resources(program: GPUProgram, limits: GPULimits = GPULimits(),

@@ -14,10 +14,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-#: The exit status of an interrupted command (128 + SIGINT, as a shell reports Ctrl-C).
-EXIT_INTERRUPTED = 130
-#: What a command interrupted where it has nothing more to say prints.
-INTERRUPTED = "interrupted"
+from ..console import EXIT_INTERRUPTED, INTERRUPTED  # noqa: F401 (the commands import them from here)
 
 
 def _raise_interrupt(signum, frame):

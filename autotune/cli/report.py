@@ -80,9 +80,7 @@ def _loop_pragmas(task):
     description follows that backend (None: a backend without one, such as cuda's)."""
     from backends import backend_for
 
-    backend = backend_for(task.target)
-    dialect = getattr(backend, "target_dialect", None) or getattr(backend, "dialect", None)
-    return getattr(dialect, "loop_pragmas", None)
+    return getattr(getattr(backend_for(task.target), "target_dialect", None), "loop_pragmas", None)
 
 
 def explain_record(record, db=None) -> tuple[list[str], list[str]]:

@@ -26,6 +26,7 @@ from autotune.task import Task
 from backends import cpu
 from backends.errors import BuildTimeout
 from backends.process import _prctl, kill_running_groups, run_group
+from process_tree import alive, descendants, kill_all, proc_stat
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="walks /proc (Linux)")
@@ -34,40 +35,7 @@ needs_pdeathsig = pytest.mark.skipif(_prctl() is None, reason="needs prctl(PR_SE
 #: How long processes may take to go once their reason to exist is gone (a bound, not a speed).
 GRACE_S = 10.0
 
-# ---------------------------------------------------------------- /proc
-
-
-def _stat(pid: int) -> tuple[int, str, int] | None:
-    """(parent pid, state, start time) of ``pid``; None once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()  # the command name in parentheses may hold spaces
-    return int(fields[1]), fields[0], int(fields[19])
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def descendants(root: int) -> dict[int, tuple[int, str]]:
-    """{pid: (start time, command line)} of the live processes whose ancestry leads to ``root``."""
-    children: dict[int, list[tuple[int, int]]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat is not None and stat[1] != "Z":
-                children.setdefault(stat[0], []).append((int(entry), stat[2]))
-    found, stack = {}, [root]
-    while stack:
-        for pid, start in children.get(stack.pop(), ()):
-            found[pid] = (start, _cmdline(pid))
-            stack.append(pid)
-    return found
+# ---------------------------------------------------------------- /proc (process_tree.py walks it)
 
 
 def remember(seen: dict[int, tuple[int, str]], current: dict[int, tuple[int, str]], skip=frozenset()) -> None:
@@ -80,12 +48,6 @@ def remember(seen: dict[int, tuple[int, str]], current: dict[int, tuple[int, str
             seen[pid] = (start, cmd)
 
 
-def alive(pid: int, start: int) -> bool:
-    """Whether the process ``pid`` that started at ``start`` still runs (a zombie does not)."""
-    stat = _stat(pid)
-    return stat is not None and stat[2] == start and stat[1] != "Z"
-
-
 def survivors(procs: dict[int, tuple[int, str]], within: float = GRACE_S) -> dict[int, tuple[int, str]]:
     """Those of ``procs`` still alive after waiting up to ``within`` seconds for them to go."""
     deadline = time.monotonic() + within
@@ -94,16 +56,6 @@ def survivors(procs: dict[int, tuple[int, str]], within: float = GRACE_S) -> dic
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
-
-
-def kill_all(procs: dict[int, tuple[int, str]]) -> None:
-    """Clean-up of a failed test: SIGKILL what it collected and is still the same process."""
-    for pid, (start, _) in procs.items():
-        if alive(pid, start):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
 
 
 def wait_for(predicate, what: str, within: float = 60.0, proc: subprocess.Popen | None = None):
@@ -142,7 +94,7 @@ def test_interrupted_group_takes_its_children_along(tmp_path):
     worker = threading.Thread(target=lambda: done.update(proc=run_group(["sh", "-c", SPAWNER, "sh", str(pidfile)])))
     worker.start()
     grandchild = wait_for(lambda: _pid_written(pidfile), "grandchild pid")
-    procs = {grandchild: (_stat(grandchild)[2], "sleep 60")}
+    procs = {grandchild: (proc_stat(grandchild)[2], "sleep 60")}
     try:
         assert kill_running_groups() == 1
         worker.join(GRACE_S)

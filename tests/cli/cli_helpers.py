@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_tree import descendants, kill_all
+
 REPO = Path(__file__).resolve().parents[2]
 #: The smallest tuning run worth the name: tiny shapes, a few small batches, random search,
 #: no final timing (which stores a run of its own; tests/cli/test_cli_final.py covers it).
@@ -73,21 +75,6 @@ def count_records(db: Path, where: str = "1") -> int:
         return 0
 
 
-def _process_tree(pid: int) -> list[tuple[int, str]]:
-    """``pid`` and its descendants: (pid, ``ps`` line) each."""
-    listing = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat=,etime=,args="], capture_output=True,
-                             text=True).stdout.splitlines()
-    rows = [(int(line.split()[0]), int(line.split()[1]), line.strip()) for line in listing if line.strip()]
-    tree, found = {pid}, True
-    while found:
-        found = False
-        for child, parent, _ in rows:
-            if parent in tree and child not in tree:
-                tree.add(child)
-                found = True
-    return [(child, line) for child, _, line in rows if child in tree]
-
-
 def finish_or_explain(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
     """``proc.communicate(timeout)``; a run still going after ``timeout`` fails the test with
     what it was doing: the processes it started and its Python threads' stacks
@@ -95,19 +82,15 @@ def finish_or_explain(proc: subprocess.Popen, timeout: float = 60) -> tuple[str,
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        tree = _process_tree(proc.pid)
+        tree = descendants(proc.pid)
         proc.send_signal(signal.SIGABRT)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        for pid, _ in tree:   # they hold its pipes open: the output ends when they are gone
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all(tree)   # they hold its pipes open: the output ends when they are gone
         _, err = proc.communicate(timeout=10)
-        processes = "\n".join(line for _, line in tree)
+        processes = "\n".join(f"{pid} {command}" for pid, (_, command) in tree.items())
         raise AssertionError(f"autotune still running {timeout} s later; its processes:\n{processes}\n"
                              f"stderr (the threads' stacks at the end):\n{err[-6000:]}") from None
 
