@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 from te import dtypes
 from te.expr import (
     Binary, Cast, Compare, Const, Expr, Logical, Not, Select, Var,
-    post_order, rewrite_bottom_up,
+    post_order, rebuild, rewrite_bottom_up, substitute,
 )
 
 Interval = Tuple[int, int]
@@ -93,6 +93,39 @@ class Analyzer:
         """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges)."""
         bounds = bounds or {}
         return rewrite_bottom_up(e, lambda node: _simplify_node(self, node, bounds))
+
+    def substitute(self, e: Expr, mapping: "dict[Var, Expr]") -> Expr:
+        """``e`` with the variables of ``mapping`` replaced, and simplified where a replacement
+        reached: each node above one is simplified again (``0 * 8 + j`` -> ``j``), and every
+        subtree without a replaced variable is kept as it is, taken as already simplified.
+
+        The lowering passes that give a loop variable a value (a loop of one iteration, the
+        rows of a specialized loop) call this on every expression of the loop's body: a full
+        ``simplify`` of each would rebuild every node of it, and that was most of lowering.
+        """
+        memo: dict[int, Expr] = {}
+
+        def rewrite(node: Expr) -> Expr:
+            done = memo.get(id(node))
+            if done is not None:
+                return done
+            if isinstance(node, Var):
+                out = mapping.get(node, node)
+            else:
+                kids = node.children()
+                new_kids = tuple([rewrite(k) for k in kids])
+                if all(a is b for a, b in zip(kids, new_kids)):
+                    out = node
+                else:
+                    out = _simplify_node(self, rebuild(node, new_kids), {})
+            memo[id(node)] = out
+            return out
+
+        try:
+            return rewrite(e)
+        except RecursionError:  # deeper than Python's recursion limit: substitute, then simplify all
+            new = substitute(e, mapping)
+            return new if new is e else self.simplify(new)
 
     def prove(self, cond: Expr, bounds: "Bounds") -> bool | None:
         """True/False if the bounds decide ``cond``, else None."""

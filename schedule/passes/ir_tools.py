@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from te.expr import Expr, Var, post_order, substitute, transform
+from te.expr import Expr, Var, as_expr, post_order, substitute, transform
 
 from .. import ir
 from ..ir import Buffer, BufferLoad, BufferStore, For, IfThenElse, Stmt
@@ -43,12 +43,8 @@ def subst_stmt(s: Stmt, mapping: dict, simplify: bool = False, analyzer: Analyze
     if not simplify:
         return ExprMutator(lambda e: substitute(e, mapping)).visit(s)
     an = analyzer or Analyzer()
-
-    def fexpr(e: Expr) -> Expr:
-        new = substitute(e, mapping)
-        return new if new is e else an.simplify(new)
-
-    return ExprMutator(fexpr).visit(s)
+    table = {v: as_expr(e, v.dtype) for v, e in mapping.items()}
+    return ExprMutator(lambda e: an.substitute(e, table)).visit(s)
 
 
 class RemapAccesses(StmtMutator):

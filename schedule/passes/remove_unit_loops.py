@@ -3,26 +3,34 @@ from __future__ import annotations
 
 import dataclasses
 
-from te.expr import Const
+from te.expr import Const, Expr
 
 from .. import ir
 from ..ir import For, LoweredFunc, Stmt
 from ..simplify import Analyzer
 from .base import PassContext, StmtMutator, lowering_pass
-from .ir_tools import subst_stmt
 
 
 class _RemoveUnitLoops(StmtMutator):
-    """The substituted expressions are simplified again (``0 * 8 + j`` -> ``j``): later
-    passes compare indices structurally and re-simplify only what bounds can change."""
+    """One walk: the variables of the unit loops around a statement are 0 in its expressions,
+    which are simplified again where a 0 reached them (``0 * 8 + j`` -> ``j``): later passes
+    compare indices structurally and re-simplify only what bounds can change."""
 
     def __init__(self, analyzer: Analyzer):
         super().__init__()
         self.an = analyzer
+        self.zeros: dict = {}  # variable of an enclosing unit loop -> Const(0)
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return self.an.substitute(e, self.zeros) if self.zeros else e
 
     def visit_For(self, s: For) -> Stmt:
         if ir.const_int(s.extent) == 1 and s.kind != ir.THREAD_BINDING:
-            return self.visit(subst_stmt(s.body, {s.var: Const(0)}, simplify=True, analyzer=self.an))
+            self.zeros[s.var] = Const(0, s.var.dtype)
+            try:
+                return self.visit(s.body)
+            finally:
+                del self.zeros[s.var]
         return super().visit_For(s)
 
 
