@@ -60,6 +60,15 @@ class _Infos(dict):
         super().__init__(items)
         self.placeholder_buffers: dict = {}
         self.an = analyzer
+        self._tensor_reads: dict = {}  # stage body -> its TensorRead nodes
+
+    def tensor_reads(self, body: Expr) -> list[TensorRead]:
+        """The tensor reads of a stage's body, found once per body (lowering asks for each
+        producer's reads in every reader)."""
+        reads = self._tensor_reads.get(body)
+        if reads is None:
+            reads = self._tensor_reads[body] = [n for n in post_order(body) if isinstance(n, TensorRead)]
+        return reads
 
 
 def lower(s: Schedule, args, name: str = "kernel", trace: Trace = False,
@@ -157,8 +166,8 @@ def _inline_body(s: Schedule, stage: Stage) -> Expr:
     return transform(stage.op.body, rewrite)
 
 
-def _reads_of(body: Expr, s: Schedule, producer: Stage) -> list[tuple[Expr, ...]]:
-    return [n.indices for n in post_order(body) if isinstance(n, TensorRead) and s.stage_of(n.tensor) is producer]
+def _reads_of(infos, body: Expr, s: Schedule, producer: Stage) -> list[tuple[Expr, ...]]:
+    return [n.indices for n in infos.tensor_reads(body) if s.stage_of(n.tensor) is producer]
 
 
 # ---------------------------------------------------------------- 3. attachments
@@ -209,7 +218,7 @@ def _placement(st: Stage) -> str:
 
 def _readers(s: Schedule, infos, producer: Stage) -> list[Stage]:
     """Stored stages whose (inlined) body reads ``producer``, in stage order."""
-    return [r for r, info in infos.items() if r is not producer and _reads_of(info.body, s, producer)]
+    return [r for r, info in infos.items() if r is not producer and _reads_of(infos, info.body, s, producer)]
 
 
 def _path_inside(reader: Stage, host: Stage, ivar: IterVar) -> list[Stage] | None:
@@ -412,14 +421,14 @@ def _reads_in_attach_loop(s: Schedule, infos, producer: Stage):
             if st not in inner_stages:
                 inner_stages.append(st)
                 varying.update({iv.var: infos[st].extent[iv] for iv in st.leaf_iter_vars})
-        reads += _reader_reads(s, infos[reader], producer, infos.an)
+        reads += _reader_reads(s, infos, infos[reader], producer)
     return reads, varying, inner_stages
 
 
-def _reader_reads(s: Schedule, reader: _StageInfo, producer: Stage, an: Analyzer) -> list[tuple[Expr, ...]]:
+def _reader_reads(s: Schedule, infos, reader: _StageInfo, producer: Stage) -> list[tuple[Expr, ...]]:
     """The producer's indices as ``reader`` reads them, over the reader's leaf loops."""
-    env = _root_values(reader, an)
-    return [tuple(substitute(i, env) for i in idx) for idx in _reads_of(reader.body, s, producer)]
+    env = _root_values(reader, infos.an)
+    return [tuple(substitute(i, env) for i in idx) for idx in _reads_of(infos, reader.body, s, producer)]
 
 
 def _varying_loops(infos, host: _StageInfo, producer: Stage) -> dict[Var, int]:

@@ -41,12 +41,13 @@ class Analyzer:
     it to every pass; the module-level functions below use a fresh one per call.
     """
 
-    __slots__ = ("_keys", "_linear", "_sensitive")
+    __slots__ = ("_keys", "_linear", "_sensitive", "_simplified")
 
     def __init__(self):
         self._keys: dict[Expr, object] = {}
         self._linear: dict[Expr, Linear] = {}
         self._sensitive: dict[Expr, bool] = {}
+        self._simplified: dict[Expr, Expr] = {}  # node -> simplified without bounds
 
     def structural_key(self, e: Expr):
         """A hashable key equal for structurally equal expressions (variables by identity)."""
@@ -90,9 +91,30 @@ class Analyzer:
         return Linear({self.structural_key(e): (e, 1)})
 
     def simplify(self, e: Expr, bounds: "Bounds | None" = None) -> Expr:
-        """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges)."""
-        bounds = bounds or {}
-        return rewrite_bottom_up(e, lambda node: _simplify_node(self, node, bounds))
+        """Simplify ``e`` bottom-up using variable ``bounds`` (inclusive ranges).
+
+        Without bounds the result is a pure function of the node, so it is remembered: the
+        index expressions of one lowering share most of their subtrees (the loop variables'
+        root values), and each is simplified once.
+        """
+        if bounds:
+            return rewrite_bottom_up(e, lambda node: _simplify_node(self, node, bounds))
+        try:
+            return self._simplify_unbounded(e)
+        except RecursionError:  # deeper than Python's recursion limit: the iterative walk
+            return rewrite_bottom_up(e, lambda node: _simplify_node(self, node, {}))
+
+    def _simplify_unbounded(self, node: Expr) -> Expr:
+        done = self._simplified.get(node)
+        if done is not None:
+            return done
+        kids = node.children()
+        if kids:
+            node_ = rebuild(node, tuple([self._simplify_unbounded(k) for k in kids]))
+        else:
+            node_ = node
+        out = self._simplified[node] = _simplify_node(self, node_, {})
+        return out
 
     def substitute(self, e: Expr, mapping: "dict[Var, Expr]") -> Expr:
         """``e`` with the variables of ``mapping`` replaced, and simplified where a replacement

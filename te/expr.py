@@ -316,10 +316,10 @@ def as_expr(value, dtype: str | None = None) -> Expr:
     A Python scalar becomes a Const of ``dtype`` when given (and compatible), else of
     its natural dtype (int32, float32, bool).
     """
+    if isinstance(value, Expr):  # the common case, before the import
+        return value
     from .tensor import IterVar, Tensor
 
-    if isinstance(value, Expr):
-        return value
     if isinstance(value, IterVar):
         return value.var
     if isinstance(value, Tensor):
@@ -337,9 +337,11 @@ def as_expr(value, dtype: str | None = None) -> Expr:
 
 
 def _is_scalar(value) -> bool:
+    if isinstance(value, Expr):  # the common case, before the import
+        return False
     from .tensor import IterVar
 
-    return not isinstance(value, (Expr, IterVar))
+    return not isinstance(value, IterVar)
 
 
 def _operands(op: str, a, b) -> tuple[Expr, Expr]:
