@@ -7,6 +7,8 @@ as no information is lost in a surprising way (a float literal never becomes an 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .errors import DTypeError
@@ -60,7 +62,7 @@ def min_value(dtype: str):
         return -np.inf
     if is_bool(dtype):
         return False
-    return int(np.iinfo(numpy_dtype(dtype)).min)
+    return _int_range(dtype)[0]
 
 
 def max_value(dtype: str):
@@ -69,7 +71,15 @@ def max_value(dtype: str):
         return np.inf
     if is_bool(dtype):
         return True
-    return int(np.iinfo(numpy_dtype(dtype)).max)
+    return _int_range(dtype)[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _int_range(dtype: str) -> tuple[int, int]:
+    """(min, max) of integer ``dtype``: asked for every integer constant made, and
+    ``np.iinfo`` is slow."""
+    info = np.iinfo(numpy_dtype(dtype))
+    return int(info.min), int(info.max)
 
 
 def scalar_dtype(value) -> str:
@@ -91,8 +101,8 @@ def scalar_fits(value, dtype: str) -> bool:
         if is_float(dtype):
             return True
         if is_int(dtype):
-            info = np.iinfo(numpy_dtype(dtype))
-            return info.min <= int(value) <= info.max
+            lo, hi = _int_range(dtype)
+            return lo <= int(value) <= hi
         return False
     if isinstance(value, (float, np.floating)):
         return is_float(dtype)

@@ -129,11 +129,18 @@ def share_storage(body: Stmt, analyzer: Analyzer | None = None, scopes: frozense
                          in_registers=all(b.in_registers for b in members))
         into.update({b: storage for b in slot.members})
     an = analyzer or Analyzer()
+    flat: dict = {}  # (buffer, indices) -> flat index: a tile's accesses repeat their indices
+
+    def flat_index(buf: Buffer, indices) -> tuple[Expr, ...]:
+        key = (buf, tuple(indices))
+        if key not in flat:
+            flat[key] = _flat_index(buf, indices, an)
+        return flat[key]
 
     def flattened(buf: Buffer):
         if buf not in into:
             return None
-        return into[buf], lambda indices: _flat_index(buf, indices, an)
+        return into[buf], lambda indices: flat_index(buf, indices)
 
     kept = [b for b in buffers if b not in into]
     return _allocated(kept + list(dict.fromkeys(into.values())), RemapAccesses(flattened).visit(inner))
