@@ -3,7 +3,8 @@
 For a batch it applies each config to a fresh schedule, lowers it and generates the
 target's source in this process (a few milliseconds each), then compiles the distinct
 sources with the target's backend (gcc for cpu, NVRTC for cuda: ``backends.backend_for``),
-one compilation per worker slot at a time, each with a timeout. Identical sources in a
+one compilation per worker slot at a time, each with a timeout; a source compiles as soon
+as it is generated, so the compiler runs while the rest of the batch is lowered. Identical sources in a
 batch (knobs that change nothing) compile once, and the backends' content-addressed
 compile cache makes a source seen in an earlier run or process free.
 
@@ -28,6 +29,7 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Iterable, Iterator
 
 from backends import BuildError, BuildTimeout, ResourceLimitError, backend_for
 from backends.errors import BuildLimitError
@@ -70,9 +72,18 @@ class LocalBuilder(Builder):
 
     def build(self, inputs: list[MeasureInput]) -> list[BuildResult]:
         results: list[BuildResult | None] = [None] * len(inputs)
-        jobs: dict[str, tuple] = {}  # source key -> (backend, source)
-        pending: dict[str, list[int]] = {}
+        pending: dict[str, list[int]] = {}  # source key -> the inputs with that source
         codegen_s: dict[int, float] = {}
+        for key, compiled in self.compile_all(self._sources(inputs, results, pending, codegen_s)).items():
+            for n in pending[key]:
+                results[n] = replace(compiled, build_s=codegen_s[n] + compiled.build_s)
+        return results  # type: ignore[return-value]
+
+    def _sources(self, inputs: list[MeasureInput], results: list, pending: dict, codegen_s: dict) -> Iterator:
+        """``(key, (backend, source))`` for each distinct source of ``inputs``, as it is
+        generated: the compiles of the first run while the later ones are lowered. An input
+        that fails before compiling gets its result in ``results``; ``pending`` collects the
+        inputs of each key, ``codegen_s`` each input's seconds of lowering and generating."""
         for n, inp in enumerate(inputs):
             t0 = time.perf_counter()
             try:
@@ -87,25 +98,24 @@ class LocalBuilder(Builder):
                 continue
             backend = self.backend(inp.task.target)
             key = hashlib.sha256(f"{backend.target}\0{source}".encode()).hexdigest()[:24]
-            jobs[key] = (backend, source)
+            codegen_s[n] = time.perf_counter() - t0  # added to the compile time
+            first = key not in pending
             pending.setdefault(key, []).append(n)
-            codegen_s[n] = time.perf_counter() - t0  # added to the compile time below
-        # The longest sources first (they compile longest): the last compiles of a batch then
-        # are short ones, and fewer workers sit idle waiting for one long compile to finish.
-        jobs = dict(sorted(jobs.items(), key=lambda item: -len(item[1][1])))
-        for key, compiled in self.compile_all(jobs).items():
-            for n in pending[key]:
-                results[n] = replace(compiled, build_s=codegen_s[n] + compiled.build_s)
-        return results  # type: ignore[return-value]
+            if first:
+                yield key, (backend, source)
 
-    def compile_all(self, jobs: dict[str, tuple]) -> dict[str, BuildResult]:
-        """Compile each distinct source (``{key: (backend, source)}``): ``{key: BuildResult}``
-        whose ``build_s`` is the compile time alone. Here: a thread per worker slot, each
-        running the compiler as a child process (``autotune.cluster`` compiles on other machines)."""
-        done: dict[str, BuildResult] = {}
+    def compile_all(self, jobs: Iterable[tuple[str, tuple]]) -> dict[str, BuildResult]:
+        """Compile each distinct source (``(key, (backend, source))`` pairs, taken as they
+        come): ``{key: BuildResult}`` whose ``build_s`` is the compile time alone. Here: a
+        thread per worker slot, each running the compiler as a child process, a compile
+        starting as soon as its source is there (``autotune.cluster`` compiles on other
+        machines)."""
+        futures = {}
         with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
-            futures = {key: pool.submit(compile_with_status, *job, self.timeout) for key, job in jobs.items()}
             try:
+                for key, job in jobs:
+                    futures[key] = pool.submit(compile_with_status, *job, self.timeout)
+                done: dict[str, BuildResult] = {}
                 for key, future in futures.items():
                     status, artifact, error, seconds = future.result()
                     done[key] = BuildResult(status, artifact, key, error, build_s=seconds)

@@ -34,10 +34,11 @@ class RayBuilder(LocalBuilder):
         self.compile_task = compile_task
         self.retries = retries
 
-    def compile_all(self, jobs: dict[str, tuple]) -> dict[str, BuildResult]:
+    def compile_all(self, jobs) -> dict[str, BuildResult]:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        jobs = dict(jobs)  # (key, (backend, source)) pairs: all of them before dispatching
         done: dict[str, BuildResult] = {}
         attempts = dict.fromkeys(jobs, 0)
         queue = deque(jobs)
