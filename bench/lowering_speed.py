@@ -1,7 +1,7 @@
 """Milliseconds to lower one config and extract its features: the unit cost of the model-guided search.
 
     python bench/lowering_speed.py                       # every workload below
-    python bench/lowering_speed.py --ops matmul conv2d --configs 300 --repeats 3
+    python bench/lowering_speed.py --only matmul conv2d --configs 300 --repeats 3
 
 The xgb tuner scores several hundred candidates per batch and each new candidate is
 lowered once (``FeatureCache``), so this figure times the search. For each workload it
@@ -66,7 +66,7 @@ def time_workload(name: str, params: dict, count: int, repeats: int, seed: int) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", nargs="+", choices=sorted(WORKLOADS), default=list(WORKLOADS))
+    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--configs", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
@@ -74,7 +74,7 @@ def main() -> None:
     print(f"median of {args.repeats} passes over up to {args.configs} configs each, one process")
     print("| workload | configs | lower ms / config | extract features ms / config |")
     print("| --- | --- | --- | --- |")
-    for key in args.ops:
+    for key in args.only:
         name, params = WORKLOADS[key]
         count, lower, extract_ = time_workload(name, params, args.configs, args.repeats, args.seed)
         print(f"| {key} | {count} | {lower:.2f} | {extract_:.2f} |", flush=True)
