@@ -1,12 +1,12 @@
 """The builder: configs to compiled kernels, in parallel, each failure one status.
 
 For a batch it applies each config to a fresh schedule, lowers it and generates the
-target's source in this process (a few milliseconds each), then compiles the distinct
+target's source in this process (a few milliseconds each), and compiles the distinct
 sources with the target's backend (gcc for cpu, NVRTC for cuda: ``backends.backend_for``),
-one compilation per worker slot at a time, each with a timeout; a source compiles as soon
-as it is generated, so the compiler runs while the rest of the batch is lowered. Identical sources in a
-batch (knobs that change nothing) compile once, and the backends' content-addressed
-compile cache makes a source seen in an earlier run or process free.
+one compilation per worker slot at a time, each with a timeout. A source compiles as soon
+as it is generated, so the compilers run while the rest of the batch is lowered. Identical
+sources in a batch (knobs that change nothing) compile once, and the backends'
+content-addressed compile cache makes a source seen in an earlier run or process free.
 
 Candidates too big to be worth compiling are pruned before the compiler starts: more
 than ``max_unrolled`` copies of a loop body from nested unrolled loops, or a source
