@@ -26,7 +26,8 @@ import sys
 
 import click
 
-from .interrupts import EXIT_INTERRUPTED, INTERRUPTED, signals_interrupt
+from ..console import EXIT_INTERRUPTED, INTERRUPTED
+from .interrupts import signals_interrupt
 from .log_cmd import log_group
 from .model_cmd import model_cmd
 from .replay_cmd import replay_cmd, sample_cmd

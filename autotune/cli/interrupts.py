@@ -5,7 +5,7 @@ raises KeyboardInterrupt as Ctrl-C does, and SIGINT gets Python's handler explic
 a process started in the background of a script inherits SIGINT as ignored and Python keeps
 it ignored (the signal would be lost). A command that has more to say catches the
 interrupt itself (tuning: how many trials are stored, how to resume); any other ends with
-``INTERRUPTED`` instead of click's "Aborted!" and status 1.
+``autotune.console.INTERRUPTED`` instead of click's "Aborted!" and status 1.
 """
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import signal
 import threading
 from contextlib import contextmanager
 from typing import Iterator
-
-from ..console import EXIT_INTERRUPTED, INTERRUPTED  # noqa: F401 (the commands import them from here)
 
 
 def _raise_interrupt(signum, frame):

@@ -16,8 +16,8 @@ import click
 
 import te
 
+from ..console import EXIT_INTERRUPTED
 from . import options as opt
-from .interrupts import EXIT_INTERRUPTED
 
 MISS_HELP = ("What a config missing from the recording does: skip (not a trial, not shown to the tuner) "
              "or fail (a failed trial that counts against --trials).")

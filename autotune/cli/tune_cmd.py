@@ -37,9 +37,9 @@ from te.ops.elementwise import ELEMENTWISE_OPS
 
 from .. import anchor as anchors
 from .. import targets
+from ..console import EXIT_INTERRUPTED
 from ..task import Task
 from . import options as opt
-from .interrupts import EXIT_INTERRUPTED
 from .report import ProgressBar, print_summary
 
 _PAIR_HELP = "an int or H,W"

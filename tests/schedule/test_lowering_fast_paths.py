@@ -37,10 +37,16 @@ def random_index(rng: random.Random, depth: int = 4) -> Expr:
     return Binary(op, a, b, INDEX_DTYPE)
 
 
+def plain_simplify(e: Expr, an: Analyzer | None = None, bounds: dict | None = None) -> Expr:
+    """Simplify every node of ``e`` bottom-up, without the analyzer's memo of results."""
+    an = an or Analyzer()
+    return rewrite_bottom_up(e, lambda n: simplify_module._simplify_node(an, n, bounds or {}))
+
+
 def plain_substitute(e: Expr, mapping: dict) -> Expr:
-    """Substitute, then simplify the whole result with a fresh analyzer (no memo, no shortcut)."""
+    """Substitute, then simplify the whole result (no memo, no shortcut)."""
     new = substitute(e, mapping)
-    return new if new is e else rewrite_bottom_up(new, lambda n: simplify_module._simplify_node(Analyzer(), n, {}))
+    return new if new is e else plain_simplify(new)
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -72,15 +78,14 @@ def test_remembered_simplification_equals_a_fresh_one(seed):
     for e in exprs:
         remembered = shared.simplify(e)
         assert shared.simplify(e) is remembered
-        fresh = rewrite_bottom_up(e, lambda n: simplify_module._simplify_node(Analyzer(), n, {}))
+        fresh = plain_simplify(e)
         assert structural_key(remembered) == structural_key(fresh)
 
 
 def plain_analyzer(monkeypatch) -> None:
     """Make every analyzer compute without its shortcuts: substitute-then-simplify-all, no memo."""
     monkeypatch.setattr(Analyzer, "substitute", lambda self, e, mapping: plain_substitute(e, mapping))
-    monkeypatch.setattr(Analyzer, "simplify", lambda self, e, bounds=None: rewrite_bottom_up(
-        e, lambda n: simplify_module._simplify_node(self, n, bounds or {})))
+    monkeypatch.setattr(Analyzer, "simplify", lambda self, e, bounds=None: plain_simplify(e, self, bounds))
 
 
 WORKLOADS = [
