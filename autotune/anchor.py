@@ -593,7 +593,9 @@ def figure_from_rounds(name: str, task, rounds: Rounds, blas: str | None = None)
 
 #: How far apart the anchor's figures before and after tuning may lie before the report
 #: warns: about twice the median difference between two measurements of one candidate
-#: under the three-round protocol (bench/RESULTS.md, "Measuring rounds").
+#: under the three-round protocol (bench/RESULTS.md, "Measuring rounds"). The anchor is
+#: timed in as many rounds as the candidates (one by default), so on a noisy machine its
+#: two figures lie further apart and the warning comes sooner.
 NOISE_ALLOWANCE = 0.15
 
 

@@ -602,7 +602,7 @@ def retime(recording: Recording, db, count: int, *, timing: TimingOptions | None
     target = describe(task.target)
     builds = LocalBuilder(timeout=max(60.0, timeout)).build([MeasureInput(task, c) for c in configs])
     # Every config gets every round and its full repeats, however far from the best it is.
-    options = replace(timing or TimingOptions(), recheck_within=math.inf, slow_factor=math.inf)
+    options = replace(timing or TimingOptions(rounds=3), recheck_within=math.inf, slow_factor=math.inf)
     with LocalRunner(timeout=timeout, options=options, seed=seed) as runner:
         results = runner.run(task, builds)
     run_id = db.start_run(task.key, task.workload_name, task.params, target, "retime", seed, len(configs),

@@ -10,16 +10,22 @@ Rounds. On a shared machine a neighbour can slow a kernel down for a few hundred
 milliseconds at a time (no steal time shows; the cores' caches and memory bandwidth
 are shared), which is longer than one candidate's measurement: every repeat of that
 window is slow, and no statistic over it recovers. Such noise only ever slows a kernel
-down, so the batch is measured in ``TimingOptions.rounds`` passes, alternately forward
-and backward, seconds apart, and each candidate keeps its fastest round (the round
-with the lowest median). Only candidates within ``recheck_within`` of the best known
-cost get the later rounds: a kernel 3x slower than the best ranks the same either way.
-From the third round on, a candidate whose rounds so far agree (within
+down, so the batch can be measured in ``TimingOptions.rounds`` passes, alternately
+forward and backward, seconds apart, and each candidate keeps its fastest round (the
+round with the lowest median). Only candidates within ``recheck_within`` of the best
+known cost get the later rounds: a kernel 3x slower than the best ranks the same either
+way. From the third round on, a candidate whose rounds so far agree (within
 ``settled_within``) is not measured again. A failure in a later round (a wrong answer
 from a racy kernel, a crash) is the candidate's result: it was not reliable.
 
-How much the rounds buy in repeatability, and what they cost, is measured in
-``bench/RESULTS.md``.
+The default is one round. Late in a run nearly every candidate is within a few per cent
+of the best, and there two measurements of the same configs order only 0.5-0.65 of the
+pairs alike whatever the protocol: one round, three, or the final timing's five
+interleaved rounds. Three rounds cost over twice the measuring time and did not pick
+faster configs; the final timing (``autotune.final_timing``) re-times the leaders, so
+the figure a run reports does not rest on them. Three rounds remain for a machine whose
+neighbours are loud. Both sides of that choice are measured in ``bench/RESULTS.md``
+("Measuring rounds").
 """
 from __future__ import annotations
 
@@ -40,18 +46,18 @@ class TimingOptions:
     """How long to measure each candidate (see runner_worker for the protocol).
 
     ``min_time``, ``min_repeats`` and ``max_repeats`` are per round; ``rounds`` passes
-    over the batch (see the module docstring), the later ones only for candidates within
-    ``recheck_within`` times the best cost, and from the third on only for those whose
-    rounds so far differ by more than ``settled_within`` (two rounds that agree leave a
-    third nothing to correct); ``slow_factor``: a candidate whose first call is that much
-    slower than the best stops after it.
+    over the batch (one by default: see the module docstring), the later ones only for
+    candidates within ``recheck_within`` times the best cost, and from the third on only
+    for those whose rounds so far differ by more than ``settled_within`` (two rounds that
+    agree leave a third nothing to correct); ``slow_factor``: a candidate whose first
+    call is that much slower than the best stops after it.
     """
 
     min_time: float = 0.035
     min_repeats: int = 3
     max_repeats: int = 20
     slow_factor: float = 3.0
-    rounds: int = 3
+    rounds: int = 1
     recheck_within: float = 2.0
     settled_within: float = 0.03
 

@@ -89,8 +89,9 @@ def tune(
     follows it instead of being random.
 
     ``timing`` sets the measuring protocol of the runner ``tune`` makes (ignored when a
-    ``runner`` is passed): ``TimingOptions(rounds=1)`` measures each candidate once,
-    faster on a quiet machine; the default keeps the fastest of three rounds.
+    ``runner`` is passed): the default measures each candidate in one round;
+    ``TimingOptions(rounds=3)`` keeps the fastest of three, for a machine whose neighbours
+    are loud (``autotune.runner``).
 
     Without a ``runner``, a task whose arrays cannot fit in the available memory is
     refused with ``TaskTooLarge`` before anything is allocated (``Task.check_fits_memory``).

@@ -6,6 +6,7 @@ with bias and relu against NumPy composed).
     python bench/final_figures.py --shape 512 512 512 --trials 64 --seeds 0
     python bench/final_figures.py --final 0               # the search's best reading instead
     python bench/final_figures.py --op dense --shape 128 4096 4096 --trials 500 --seeds 0
+    python bench/final_figures.py --trials 1000 --tuner ga --rounds 3   # the command line's options
 
 Each seed runs ``autotune <op> ... --trials N --seed S`` into a database of its own and
 reads the ratio it prints. Then a new process opens that database, builds the task through
@@ -61,11 +62,14 @@ def cli_options(params: dict) -> list[str]:
 
 
 def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path,
-         env: dict) -> tuple[float, float, float, float]:
-    """Run the command line; (the ratio it printed, its GFLOP/s for the best and for NumPy,
-    its wall time in seconds)."""
+         env: dict, rounds: int | None = None, tuner: str | None = None) -> tuple[float, float, float, float]:
+    """Run the command line (``rounds``, ``tuner``: its ``--rounds`` and ``--tuner``, None for
+    its defaults); (the ratio it printed, its GFLOP/s for the best and for NumPy, its wall
+    time in seconds)."""
     cmd = [sys.executable, "-m", "autotune.cli", op, *cli_options(params),
-           "--trials", str(trials), "--seed", str(seed), "--final", str(final), "--db", str(db), "--no-progress"]
+           "--trials", str(trials), "--seed", str(seed), "--final", str(final), "--db", str(db), "--no-progress",
+           *(["--rounds", str(rounds)] if rounds is not None else []),
+           *(["--tuner", tuner] if tuner is not None else [])]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - t0
@@ -169,6 +173,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--final", type=int, default=5, help="--final of the command line (0: none)")
+    parser.add_argument("--rounds", type=int, default=None, help="--rounds of the command line (default: its own)")
+    parser.add_argument("--tuner", default=None, help="--tuner of the command line (default: its own)")
     parser.add_argument("--retime", type=Path, help=argparse.SUPPRESS)  # the fresh process's part
     parser.add_argument("--params", help=argparse.SUPPRESS)  # its workload's params, as JSON
     args = parser.parse_args()
@@ -181,7 +187,9 @@ def main() -> None:
         print(*retime(args.op, json.loads(args.params) if args.params else params, args.retime))
         return
     reexec_without_blas_overrides()
-    print(f"# {args.op} {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}; "
+    print(f"# {args.op} {'x'.join(map(str, shape))}, {args.trials} trials, --final {args.final}"
+          f"{'' if args.rounds is None else f', --rounds {args.rounds}'}"
+          f"{'' if args.tuner is None else f', --tuner {args.tuner}'}; "
           f"NumPy: {blas_description()}")
     env = fresh_process_env()
     print("| seed | CLI GFLOP/s (ours / NumPy) | CLI ratio | re-timed GFLOP/s (ours / NumPy) "
@@ -191,7 +199,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             db = Path(tmp) / f"seed{seed}.db"
-            reported, cli_ours, cli_numpy, wall = tune(args.op, params, args.trials, seed, args.final, db, env)
+            reported, cli_ours, cli_numpy, wall = tune(args.op, params, args.trials, seed, args.final, db, env,
+                                                     args.rounds, args.tuner)
             ours, numpy_gflops, ratio, slowest, fastest = retime_in_fresh_process(args.op, params, db, env)
             gap = reported / ratio - 1.0
             gaps.append(abs(gap))

@@ -255,10 +255,11 @@ def tuning_options(fn: Callable) -> Callable:
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search and the inputs."),
         click.option("--timeout", type=POSITIVE_FLOAT, default=10.0, show_default=True,
                      help="Seconds one candidate may run before it counts as a timeout."),
-        click.option("--rounds", type=POSITIVE_INT, default=3, show_default=True,
-                     help="Measuring rounds per batch; each candidate near the best keeps its fastest "
-                          "(a shared machine's slow-downs outlast one measurement). 1 is faster on a "
-                          "quiet, dedicated machine."),
+        click.option("--rounds", type=POSITIVE_INT, default=1, show_default=True,
+                     help="Measuring rounds per batch; with more than 1, each candidate near the best "
+                          "keeps its fastest round (where a neighbour's slow-downs outlast one "
+                          "measurement: 3 on a busy shared machine). The final timing re-times the "
+                          "leaders either way."),
         click.option("--final", "final", type=click.IntRange(min=0), default=5, show_default=True, metavar="N",
                      help="At the end, time the N fastest configs again, in interleaved rounds with the "
                           "anchor; the winner by that timing is reported and stored, and apply_best uses "

@@ -76,9 +76,10 @@ def test_the_cli_measures_the_anchor_before_and_after_and_warns_when_they_disagr
 
 
 def test_no_warning_when_the_figures_agree(tmp_path, monkeypatch):
-    _scripted_anchor(monkeypatch, [100.0, 104.0])
+    calls = _scripted_anchor(monkeypatch, [100.0, 104.0])
     result = CliRunner().invoke(autotune_cli, [*TINY, "--db", str(tmp_path / "t.db"), "--no-progress"])
     assert result.exit_code == 0, result.output
+    assert [t.rounds for t in calls] == [1, 1], "one round unless --rounds asks for more"
     assert "warning" not in result.stderr
     assert re.search(r"^anchor: +NumPy 104 GFLOP/s; ratio", result.stdout, re.M)
 

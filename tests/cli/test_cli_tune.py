@@ -97,7 +97,7 @@ def test_transfer_warm_starts_from_another_shape(cli):
     assert re.search(r"^trials: +8 \(\d+ failed\), run 2$", proc.stdout, re.M)
 
 
-@pytest.mark.parametrize("args, rounds", [([], 3), (["--rounds", "1"], 1)])
+@pytest.mark.parametrize("args, rounds", [([], 1), (["--rounds", "3"], 3)])
 def test_rounds_option_sets_the_measuring_rounds(tmp_path, monkeypatch, args, rounds):
     seen = {}
 
