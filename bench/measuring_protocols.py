@@ -3,10 +3,9 @@
     python bench/measuring_protocols.py --db run.db            # a run stored in a tuning database
     python bench/measuring_protocols.py --db run.db --top 48 --spread 48 --passes 2
 
-Most of a tuning run's wall time is measuring (``autotune.runner``'s rounds), and late in
-a run most candidates are within a few per cent of the best: with three rounds, they all
-get every round.
-This bench asks what cheaper protocols lose. It takes configs of a run stored in a
+Measuring is the largest part of a tuning run's wall time (``autotune.runner``), and late
+in a run most candidates are within a few per cent of the best: with three rounds, they
+all get every round. This bench asks what cheaper protocols lose. It takes configs of a run stored in a
 database (the ``--top`` fastest records and ``--spread`` others evenly spaced over the
 rest by rank), builds them once, and then:
 
