@@ -72,18 +72,18 @@ class LocalBuilder(Builder):
 
     def build(self, inputs: list[MeasureInput]) -> list[BuildResult]:
         results: list[BuildResult | None] = [None] * len(inputs)
-        pending: dict[str, list[int]] = {}  # source key -> the inputs with that source
-        codegen_s: dict[int, float] = {}
-        for key, compiled in self.compile_all(self._sources(inputs, results, pending, codegen_s)).items():
-            for n in pending[key]:
-                results[n] = replace(compiled, build_s=codegen_s[n] + compiled.build_s)
+        generated: dict[int, tuple[str, float]] = {}  # input -> (source key, seconds to generate it)
+        compiled = self.compile_all(self._sources(inputs, results, generated))
+        for n, (key, codegen_s) in generated.items():
+            results[n] = replace(compiled[key], build_s=codegen_s + compiled[key].build_s)
         return results  # type: ignore[return-value]
 
-    def _sources(self, inputs: list[MeasureInput], results: list, pending: dict, codegen_s: dict) -> Iterator:
+    def _sources(self, inputs: list[MeasureInput], results: list, generated: dict) -> Iterator:
         """``(key, (backend, source))`` for each distinct source of ``inputs``, as it is
         generated: the compiles of the first run while the later ones are lowered. An input
-        that fails before compiling gets its result in ``results``; ``pending`` collects the
-        inputs of each key, ``codegen_s`` each input's seconds of lowering and generating."""
+        that fails before compiling gets its result in ``results``; one that does, its
+        source's key and its seconds of lowering and generating in ``generated``."""
+        seen: set[str] = set()
         for n, inp in enumerate(inputs):
             t0 = time.perf_counter()
             try:
@@ -98,10 +98,9 @@ class LocalBuilder(Builder):
                 continue
             backend = self.backend(inp.task.target)
             key = hashlib.sha256(f"{backend.target}\0{source}".encode()).hexdigest()[:24]
-            codegen_s[n] = time.perf_counter() - t0  # added to the compile time
-            first = key not in pending
-            pending.setdefault(key, []).append(n)
-            if first:
+            generated[n] = (key, time.perf_counter() - t0)  # added to the compile time
+            if key not in seen:
+                seen.add(key)
                 yield key, (backend, source)
 
     def compile_all(self, jobs: Iterable[tuple[str, tuple]]) -> dict[str, BuildResult]:

@@ -271,11 +271,13 @@ def _clean_costs(costs) -> np.ndarray:
     return c
 
 
-def pairwise_accuracy(scores, costs, chunk: int = 2048) -> float:
+def pairwise_accuracy(scores, costs, chunk: int = 2048, apart: float = 0.0) -> float:
     """Fraction of pairs with different true costs that the scores order correctly.
 
     Failures (inf) count as the slowest; pairs of two failures tie and are skipped.
-    A pair the scores tie counts half. nan when no pair has different costs.
+    A pair the scores tie counts half. ``apart``: only pairs whose costs differ by more
+    than that share of the smaller count (closer ones can be within the costs' own
+    noise). nan when no pair counts.
     """
     s = np.asarray(scores, dtype=np.float64)
     c = _clean_costs(costs)
@@ -284,8 +286,8 @@ def pairwise_accuracy(scores, costs, chunk: int = 2048) -> float:
     correct = total = 0.0
     for lo in range(0, len(s), chunk):
         ds = s[lo:lo + chunk, None] - s[None, :]       # > 0: row predicted faster
-        faster = c[lo:lo + chunk, None] < c[None, :]   # row truly faster
-        slower = c[lo:lo + chunk, None] > c[None, :]
+        faster = c[lo:lo + chunk, None] * (1.0 + apart) < c[None, :]   # row truly faster
+        slower = c[lo:lo + chunk, None] > c[None, :] * (1.0 + apart)
         total += faster.sum() + slower.sum()
         correct += ((ds > 0) & faster).sum() + ((ds < 0) & slower).sum()
         correct += 0.5 * ((ds == 0) & (faster | slower)).sum()

@@ -38,6 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
+import numpy as np  # noqa: E402
+
+from autotune.cost_model import pairwise_accuracy  # noqa: E402
 from autotune.runner import TimingOptions  # noqa: E402
 
 #: The protocols compared: the default, the earlier default of three rounds, and one
@@ -70,14 +73,15 @@ def pick_records(db_path: str, top: int, spread: int):
         run = max(runs, key=lambda r: (len(histories[r.id]), r.id))
         records = histories[run.id]
     task = Task(run.workload_name, dict(records[0].params), run.target.kind)
-    configs = []
+    distinct: dict[Config, None] = {}  # fastest first
     for rec in sorted(records, key=lambda r: r.median_s):
         try:
             config = Config.from_json(rec.config)
         except ConfigError:
             continue
-        if task.space.check(config) is None and config not in configs:
-            configs.append(config)
+        if task.space.check(config) is None:
+            distinct.setdefault(config)
+    configs = list(distinct)
     rest = configs[top:]
     step = max(1, len(rest) // max(1, spread))
     return task, configs[:top] + rest[::step][:spread]
@@ -96,15 +100,7 @@ def reference_costs(task, builds, runner, rounds: int) -> list[float]:
 def agreement(costs: list[float], reference: list[float], apart: float = 0.0) -> float:
     """Share of pairs ``costs`` order as ``reference`` does, among the pairs the reference
     puts more than ``apart`` (relative) apart."""
-    same = total = 0
-    for i in range(len(costs)):
-        for j in range(i + 1, len(costs)):
-            a, b = reference[i], reference[j]
-            if abs(a - b) <= apart * min(a, b):
-                continue
-            total += 1
-            same += (costs[i] < costs[j]) == (a < b)
-    return same / total if total else float("nan")
+    return pairwise_accuracy(-np.asarray(costs), reference, apart=apart)
 
 
 def measure_pass(task, builds, options: TimingOptions, best_cost: float, rng: random.Random,

@@ -34,6 +34,14 @@ def test_pairwise_accuracy_perfect_reversed_and_ties():
     assert math.isnan(pairwise_accuracy([1.0, 2.0], [1.0, 1.0]))
 
 
+def test_pairwise_accuracy_counts_only_pairs_apart_when_asked():
+    costs = np.array([1.0, 1.02, 2.0])
+    scores = np.array([1.0, 2.0, 0.0])  # the close pair misordered, both pairs with 2.0 right
+    assert pairwise_accuracy(scores, costs) == pytest.approx(2 / 3)
+    assert pairwise_accuracy(scores, costs, apart=0.03) == 1.0
+    assert math.isnan(pairwise_accuracy(scores, costs, apart=1.5))
+
+
 def test_pairwise_accuracy_chunked_equals_plain():
     rng = np.random.default_rng(0)
     s, c = rng.normal(size=300), rng.uniform(1, 2, size=300)
