@@ -84,11 +84,21 @@ def factor_candidates(extent: int, limit: int | None = None) -> list[int]:
     return sorted(c for c in cands if c <= limit)
 
 
-def tile_candidates(extent: int, max_inner: int) -> tuple[tuple[int, int, int], ...]:
-    """(T1, T2, T3) per-level tile sizes with T1*T2*T3 <= extent, T3 <= max_inner."""
+#: Register tile rows offered on every row axis, divisors of its extent or not (a tile with a
+#: tail runs a full-tile copy wherever it is whole): the register file decides the best row
+#: count, not the extent. AVX2's 16 registers hold 6 rows of two-vector accumulators (12,
+#: with a row of the streamed input and a broadcast value), and 4 rows leave the two FMA
+#: pipes of a Zen 3 core waiting on the accumulators' latency.
+REGISTER_ROWS = range(1, 9)
+
+
+def tile_candidates(extent: int, max_inner: int, rows: bool = False) -> tuple[tuple[int, int, int], ...]:
+    """(T1, T2, T3) per-level tile sizes with T1*T2*T3 <= extent, T3 <= max_inner; on a row
+    axis (``rows``: not vectorized) T3 also takes every count of ``REGISTER_ROWS``."""
     fs = factor_candidates(extent)
+    inner = set(fs) | ({r for r in REGISTER_ROWS if r <= extent} if rows else set())
     out = []
-    for t3 in (f for f in fs if f <= max_inner):
+    for t3 in sorted(f for f in inner if f <= max_inner):
         for t2 in fs:
             if t2 * t3 > extent:
                 break
@@ -561,8 +571,8 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
         panels = [name for v in (last, *others) for name in panel_inputs(op, v)]
         return CPU_MULTI_LEVEL.knobs(
             name, op,
-            tiles=[tile_candidates(iv.extent, lanes if n == last or n in others else 16)
-                   for n, iv in enumerate(op.axis)],
+            tiles=[tile_candidates(iv.extent, lanes) if n == last or n in others
+                   else tile_candidates(iv.extent, 16, rows=True) for n, iv in enumerate(op.axis)],
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
