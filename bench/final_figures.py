@@ -7,6 +7,7 @@ with bias and relu against NumPy composed).
     python bench/final_figures.py --final 0               # the search's best reading instead
     python bench/final_figures.py --op dense --shape 128 4096 4096 --trials 500 --seeds 0
     python bench/final_figures.py --trials 1000 --tuner ga --rounds 3   # the command line's options
+    python bench/final_figures.py --keep runs/        # runs/seed0.db ... kept for bench/model_quality.py
 
 Each seed runs ``autotune <op> ... --trials N --seed S`` into a database of its own and
 reads the ratio it prints. Then a new process opens that database, builds the task through
@@ -175,6 +176,8 @@ def main() -> None:
     parser.add_argument("--final", type=int, default=5, help="--final of the command line (0: none)")
     parser.add_argument("--rounds", type=int, default=None, help="--rounds of the command line (default: its own)")
     parser.add_argument("--tuner", default=None, help="--tuner of the command line (default: its own)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep each seed's database in DIR (seedS.db) rather than a temporary directory")
     parser.add_argument("--retime", type=Path, help=argparse.SUPPRESS)  # the fresh process's part
     parser.add_argument("--params", help=argparse.SUPPRESS)  # its workload's params, as JSON
     args = parser.parse_args()
@@ -197,8 +200,13 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     gaps = []
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) if args.keep is None else args.keep
+        folder.mkdir(parents=True, exist_ok=True)
+        taken = [str(folder / f"seed{seed}.db") for seed in args.seeds if (folder / f"seed{seed}.db").exists()]
+        if taken:  # the command line would resume those runs, not start new ones
+            parser.error(f"--keep: {', '.join(taken)} exist already")
         for seed in args.seeds:
-            db = Path(tmp) / f"seed{seed}.db"
+            db = folder / f"seed{seed}.db"
             reported, cli_ours, cli_numpy, wall = tune(args.op, params, args.trials, seed, args.final, db, env,
                                                      args.rounds, args.tuner)
             ours, numpy_gflops, ratio, slowest, fastest = retime_in_fresh_process(args.op, params, db, env)
