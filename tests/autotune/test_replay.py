@@ -430,9 +430,10 @@ def test_transfer_warm_starts_the_model_so_its_first_batch_is_chosen(shaped):
     warm = replay(target, ["xgb", "random"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True,
                   transfer=[shaped["other"]])
     cold = replay(target, ["xgb"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True)
-    # about 1 in 6 of the space is fast: a batch of 8 drawn blind holds one or two
+    # about 1 in 6 of the space is fast: a batch of 8 drawn blind holds one or two, and three
+    # or more on each of three seeds by chance about once in 600 tries
     for run in warm.runs["xgb"]:
-        assert sum(c in fast for c in run.configs) >= 4, run.configs
+        assert sum(c in fast for c in run.configs) >= 3, run.configs
     assert sum(c in fast for run in cold.runs["xgb"] for c in run.configs) <= 8
     # tuners without a model ignore the transfer: random proposes as it does cold
     assert [r.configs for r in warm.runs["random"]] == [

@@ -1,0 +1,107 @@
+"""How many rows should a register tile have? One micro-kernel-shaped matmul schedule with its
+register tile's rows and width varied, timed alternately with NumPy.
+
+    python bench/register_rows.py                          # 1024^3: 4x16, 6x16, 8x8, 5x16
+    python bench/register_rows.py --tiles 4x16 6x16 --shape 128 4096 4096 --rounds 9
+
+The schedule is the space's first starting point for the shape (B in panels as wide as the
+tile, a reduction block of 256, 16 register tiles per cache block of rows, 2 per cache block
+of columns); only the register tile changes, and its cache blocks keep their tile counts.
+Rows that do not divide M leave a tail, as any such tile of the space does. Each kernel is
+checked against NumPy first; then the kernels and NumPy are timed in alternating rounds
+(the median of cache-flushed repeats per round, the median over rounds). The table gives
+the vector registers each tile keeps live (``RegisterFile.vectors_needed``: accumulators,
+one row of B, one broadcast value) against the target's count.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import anchor  # noqa: E402
+
+anchor.reexec_without_blas_overrides()
+
+from autotune.timing_protocol import QUIET_THREADS_ENV  # noqa: E402
+
+for _name, _value in QUIET_THREADS_ENV.items():  # OpenBLAS reads it when NumPy loads it
+    os.environ.setdefault(_name, _value)
+
+import numpy as np  # noqa: E402
+
+import te  # noqa: E402
+from autotune.timing_protocol import CacheFlusher, time_round  # noqa: E402
+from autotune.verify import mismatch, reduction_length  # noqa: E402
+from backends import build  # noqa: E402
+from schedule.space import ConfigSpace  # noqa: E402
+
+
+def config_with_tile(space: ConfigSpace, rows: int, width: int):
+    """The space's first starting point with a ``rows`` x ``width`` register tile."""
+    decisions = space.decisions(space.starting_points(random.Random(0))[0])
+    c = decisions["C"]
+    _, row_block, _ = c.tile("i").sizes
+    _, column_block, _ = c.tile("j").sizes
+    c = c.with_tiles(i=(1, row_block, rows), j=(1, column_block, width))
+    config = decisions.replace(dataclasses.replace(c, pack="panels:B")).to_config()
+    problem = space.check(config)
+    if problem:
+        raise SystemExit(f"{rows}x{width}: not in the space: {problem}")
+    return config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", type=int, nargs=3, default=(1024, 1024, 1024), metavar=("M", "N", "K"))
+    parser.add_argument("--tiles", nargs="+", default=["4x16", "6x16", "8x8", "5x16"], help="ROWSxWIDTH")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    m, n, k = args.shape
+    wl = te.create_workload("matmul", M=m, N=n, K=k)
+    space = ConfigSpace.from_workload(wl)
+    tiles = [tuple(map(int, t.split("x"))) for t in args.tiles]
+    a, b = wl.random_inputs(0)
+    c = np.empty((m, n), np.float32)
+    (reference,) = wl.reference(a, b)
+    modules = []
+    for rows, width in tiles:
+        s, arrays = space.apply(config_with_tile(space, rows, width))
+        module = build(s, arrays, target="cpu")
+        c.fill(np.nan)
+        module(a, b, c)
+        problem = mismatch(c, reference, reduction_length(wl.outputs))
+        if problem:
+            raise SystemExit(f"{rows}x{width} computes a wrong result: {problem}")
+        modules.append(module)
+    pointers = [x.ctypes.data for x in (a, b, c)]
+    calls = [lambda mod=mod: mod.call_unchecked(pointers) for mod in modules] + [lambda: np.matmul(a, b, out=c)]
+    rounds: list[list[float]] = [[] for _ in calls]
+    flush = CacheFlusher()
+    for _ in range(args.rounds):
+        for i, call in enumerate(calls):
+            time.sleep(0.05)  # the other library's idle threads stop spinning
+            rounds[i].append(statistics.median(time_round(call, (), min_repeats=10, max_repeats=200,
+                                                          min_time=0.2, flush=flush)))
+    flops = 2.0 * m * n * k
+    numpy_s = statistics.median(rounds[-1])
+    print(f"# matmul {m}x{n}x{k}, {args.rounds} rounds; NumPy: {anchor.blas_description()}")
+    print(f"# {space.registers.count} vector registers of {space.registers.vector_bytes} bytes")
+    print("| register tile | registers live | GFLOP/s | slowest-fastest round | against NumPy |")
+    print("| --- | --- | --- | --- | --- |")
+    for (rows, width), times in zip(tiles, rounds):
+        live = space.registers.vectors_needed([rows, width], 4)
+        print(f"| {rows}x{width} | {live} | {flops / statistics.median(times) / 1e9:.1f} | "
+              f"{flops / max(times) / 1e9:.0f}-{flops / min(times) / 1e9:.0f} | "
+              f"{numpy_s / statistics.median(times):.3f}x |")
+    print(f"| NumPy | - | {flops / numpy_s / 1e9:.1f} | "
+          f"{flops / max(rounds[-1]) / 1e9:.0f}-{flops / min(rounds[-1]) / 1e9:.0f} | 1.000x |")
+
+
+if __name__ == "__main__":
+    main()
