@@ -115,7 +115,7 @@ class CPUDialect(Dialect):
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind == ir.PARALLEL:
-            return ["#pragma omp parallel for schedule(static)"]
+            return [f"#pragma omp parallel for schedule({'static, 1' if _uneven_iterations(loop) else 'static'})"]
         if loop.kind == ir.VECTORIZED:
             if isinstance(loop.extent, Const) and _touches_register_tile(loop):
                 return ["#pragma GCC ivdep"] + (["#pragma GCC unroll 1"] if self._one_vector_of_tile(loop) else [])
@@ -200,6 +200,22 @@ def _reached_through_pointer(buf) -> bool:
     gcc 12 kept the tile in memory (a load and a store of each accumulator per FMA);
     through the pointer it kept it in registers (``bench/RESULTS.md``)."""
     return not buf.in_registers
+
+
+def _uneven_iterations(loop: For) -> bool:
+    """Whether the iterations of parallel ``loop`` do unequal work: a condition or a loop
+    bound in its body depends on its variable (the last block of a tile that does not divide
+    its extent, as 128 rows in blocks of 96). In contiguous halves (``schedule(static)``)
+    one thread would get the short blocks: fused over 2 row blocks of 96 and 32 rows, one
+    thread computed 96 rows while the other computed 32. Handed out one at a time
+    (``static, 1``) every block is shared alike; loops of equal iterations keep contiguous
+    halves, whose threads never write beside each other."""
+    for s in ir.walk(loop.body):
+        if isinstance(s, ir.IfThenElse) and loop.var in free_vars(s.condition):
+            return True
+        if isinstance(s, For) and loop.var in free_vars(s.extent):
+            return True
+    return False
 
 
 def _touches_register_tile(loop: For) -> bool:

@@ -143,6 +143,22 @@ def test_source_pragmas_for_parallel_vectorize_unroll():
         assert lines[n + 1].strip().startswith(f"for (int64_t {loop} = 0;")
 
 
+@pytest.mark.parametrize("rows,even", [(16, True), (12, False)])
+def test_a_parallel_loop_of_unequal_blocks_hands_them_out_one_at_a_time(rows, even):
+    # 64 rows in blocks of 16 are 4 equal blocks: contiguous halves. In blocks of 12 the last
+    # has 4 rows; in halves one thread would get it and the other a full share, so the
+    # blocks are dealt out one at a time.
+    wl = te.create_workload("matmul", M=64, N=32, K=8)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    io, ii = s[C].split(C.op.axis[0], factor=rows)
+    s[C].parallel(io)
+    module = check(s, wl)
+    pragmas = [line.strip() for line in module.source.splitlines() if "omp parallel for" in line]
+    assert pragmas == ["#pragma omp parallel for schedule(static)" if even
+                       else "#pragma omp parallel for schedule(static, 1)"]
+
+
 def _vector_loops(src: str) -> list[tuple[str, str, str]]:
     """(pragma, loop header, loop body) of every loop under ``omp simd`` or ``GCC ivdep``."""
     lines = [line.strip() for line in src.splitlines()]
