@@ -33,3 +33,21 @@ def seconds_per_call(fn, min_time: float = 0.2) -> float:
         fn()
         calls += 1
     return (time.perf_counter() - t0) / calls
+
+
+def alternating_medians(calls, rounds: int, flush) -> list[list[float]]:
+    """Per call of ``calls``, its seconds in each of ``rounds`` rounds that take the calls in
+    turn: each the median of cache-flushed repeats (``flush``: a ``CacheFlusher``), after a
+    pause in which another library's idle threads stop spinning."""
+    import statistics
+    import time
+
+    from autotune.timing_protocol import time_round
+
+    out: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for times, call in zip(out, calls):
+            time.sleep(0.05)
+            times.append(statistics.median(time_round(call, (), min_repeats=10, max_repeats=200,
+                                                      min_time=0.2, flush=flush)))
+    return out

@@ -30,7 +30,6 @@ import os
 import random
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import anchor  # noqa: E402
@@ -46,7 +45,7 @@ import numpy as np  # noqa: E402
 
 import schedule  # noqa: E402
 import te  # noqa: E402
-from autotune.timing_protocol import CacheFlusher, time_round  # noqa: E402
+from autotune.timing_protocol import CacheFlusher  # noqa: E402
 from backends import cpu  # noqa: E402
 from schedule.passes.promote_accumulators import _Promote  # noqa: E402
 from schedule.space import ConfigSpace  # noqa: E402
@@ -117,12 +116,7 @@ def main() -> None:
             np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-3, atol=1e-2 * np.sqrt(k))
         pointers = [x.ctypes.data for x in (a, b, c)]
         calls = [lambda mod=mod: mod.call_unchecked(pointers) for mod in modules] + [lambda: np.matmul(a, b, out=c)]
-        rounds: list[list[float]] = [[] for _ in calls]
-        for _ in range(args.rounds):
-            for i, call in enumerate(calls):
-                time.sleep(0.05)  # the other library's idle threads stop spinning
-                rounds[i].append(statistics.median(time_round(call, (), min_repeats=10, max_repeats=200,
-                                                              min_time=0.2, flush=flush)))
+        rounds = anchor.alternating_medians(calls, args.rounds, flush)
         gflops = [2.0 * m * n * k / statistics.median(r) / 1e9 for r in rounds]
         print(f"| {m}x{n}x{k} | {rows}x32 | " + " | ".join(f"{g:.1f}" for g in gflops) + " |", flush=True)
 

@@ -21,7 +21,6 @@ import os
 import random
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import anchor  # noqa: E402
@@ -36,7 +35,7 @@ for _name, _value in QUIET_THREADS_ENV.items():  # OpenBLAS reads it when NumPy 
 import numpy as np  # noqa: E402
 
 import te  # noqa: E402
-from autotune.timing_protocol import CacheFlusher, time_round  # noqa: E402
+from autotune.timing_protocol import CacheFlusher  # noqa: E402
 from autotune.verify import mismatch, reduction_length  # noqa: E402
 from backends import build  # noqa: E402
 from schedule.space import ConfigSpace  # noqa: E402
@@ -81,13 +80,7 @@ def main() -> None:
         modules.append(module)
     pointers = [x.ctypes.data for x in (a, b, c)]
     calls = [lambda mod=mod: mod.call_unchecked(pointers) for mod in modules] + [lambda: np.matmul(a, b, out=c)]
-    rounds: list[list[float]] = [[] for _ in calls]
-    flush = CacheFlusher()
-    for _ in range(args.rounds):
-        for i, call in enumerate(calls):
-            time.sleep(0.05)  # the other library's idle threads stop spinning
-            rounds[i].append(statistics.median(time_round(call, (), min_repeats=10, max_repeats=200,
-                                                          min_time=0.2, flush=flush)))
+    rounds = anchor.alternating_medians(calls, args.rounds, CacheFlusher())
     flops = 2.0 * m * n * k
     numpy_s = statistics.median(rounds[-1])
     print(f"# matmul {m}x{n}x{k}, {args.rounds} rounds; NumPy: {anchor.blas_description()}")
