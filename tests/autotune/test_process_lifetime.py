@@ -39,12 +39,13 @@ GRACE_S = 10.0
 
 
 def remember(seen: dict[int, tuple[int, str]], current: dict[int, tuple[int, str]], skip=frozenset()) -> None:
-    """Add ``current`` to ``seen``, keeping the first command line each process showed.
+    """Add ``current`` to ``seen``, keeping the latest non-empty command line each process showed.
 
-    A process being killed shows an empty command line while it exits, so a later look must not
-    overwrite what an earlier one read."""
+    A child caught between fork and exec still shows its parent's command line (gcc's, not cc1's),
+    so a later look must replace what an earlier one read; but a process being killed shows an empty
+    command line while it exits, and that must not erase what was read before."""
     for pid, (start, cmd) in current.items():
-        if pid not in skip and (pid not in seen or seen[pid][0] != start or not seen[pid][1]):
+        if pid not in skip and (pid not in seen or seen[pid][0] != start or cmd):
             seen[pid] = (start, cmd)
 
 
