@@ -31,11 +31,20 @@ the same way, until a confirmed candidate leads; the winner's figure, the anchor
 it, and the records stored are those of its confirmation, so the ranking the database
 applies (``Database.top_k``: final records by median) picks the config the run reports.
 
+A noisy machine needs more rounds than a quiet one: a shared host's rounds can dip by a
+third for a few seconds while a neighbour works, and the median of five such rounds moves by
+several percent from one process to the next. So the confirmation goes on past ``rounds``,
+up to ``max_rounds``, until the leader's figure is ``precise``: until the relative standard
+error of its ratio to the anchor, estimated from the spread of both medians' rounds, is at
+most ``precision``. A quiet machine stops at ``rounds``; the rounds that picked the leader
+are not extended (they only pick it).
+
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
 drive); the measuring process (``runner_worker``) runs it on real kernels.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 import time
@@ -57,8 +66,9 @@ class FinalTimingOptions:
     run, ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
     ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds and ``settle``
     seconds between the anchor and the candidates; ``anchor`` False leaves the anchor out
-    (the command line's ``--no-anchor``); ``confirm`` times the leader again before it wins
-    (the module docstring)."""
+    (the command line's ``--no-anchor``); ``confirm`` times the leader again before it wins,
+    in ``rounds`` rounds and more, up to ``max_rounds`` (None: three times ``rounds``), until
+    the relative standard error of its figure is at most ``precision`` (the module docstring)."""
 
     candidates: int = 5
     rounds: int = 5
@@ -69,12 +79,24 @@ class FinalTimingOptions:
     anchor: bool = True
     settle: float = SETTLE_S
     confirm: bool = True
+    max_rounds: int | None = None
+    precision: float = 0.015
 
     def __post_init__(self):
         if not isinstance(self.candidates, int) or self.candidates < 0:
             raise ValueError(f"FinalTimingOptions.candidates must be an int >= 0, got {self.candidates!r}")
         if not isinstance(self.rounds, int) or self.rounds < 1:
             raise ValueError(f"FinalTimingOptions.rounds must be an int >= 1, got {self.rounds!r}")
+        if self.max_rounds is not None and (not isinstance(self.max_rounds, int) or self.max_rounds < self.rounds):
+            raise ValueError(f"FinalTimingOptions.max_rounds must be an int >= rounds ({self.rounds}), "
+                             f"got {self.max_rounds!r}")
+        if not self.precision > 0:
+            raise ValueError(f"FinalTimingOptions.precision must be > 0, got {self.precision!r}")
+
+    @property
+    def round_limit(self) -> int:
+        """The most rounds one timing may take."""
+        return 3 * self.rounds if self.max_rounds is None else self.max_rounds
 
 
 @dataclass
@@ -92,11 +114,14 @@ class InterleavedTimes:
 def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anchor: Callable[[], float] | None,
                        rounds: int, *, pause: float = 0.0, settle: float = 0.0,
                        sleep: Callable[[float], object] = time.sleep,
-                       start_round: Callable[[int], object] = lambda round_: None) -> InterleavedTimes:
+                       start_round: Callable[[int], object] = lambda round_: None,
+                       max_rounds: int | None = None, precision: float | None = None) -> InterleavedTimes:
     """Time ``n`` candidates and the anchor in ``rounds`` rounds: even rounds run the anchor,
     then the candidates forward; odd rounds the candidates backward, then the anchor.
     Rounds are ``pause`` seconds apart, and the anchor is ``settle`` seconds away from the
     candidates on either side (one library's idle threads must not slow the other's).
+    With ``precision``, rounds go on past ``rounds`` (up to ``max_rounds``) while the
+    fastest candidate's figure is not ``precise`` to it.
 
     ``start_round(r)`` runs before round ``r`` (the measuring process places the arrays
     anew there). ``time_candidate(i)`` and ``time_anchor()`` return one round's median
@@ -104,7 +129,10 @@ def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anch
     not timed again).
     """
     times = InterleavedTimes([[] for _ in range(n)], [] if time_anchor is not None else None)
-    for round_ in range(rounds):
+    limit = rounds if precision is None else max(rounds, max_rounds or rounds)
+    for round_ in range(limit):
+        if round_ >= rounds and precise(times, precision):
+            break
         if round_:
             sleep(pause)
         start_round(round_)
@@ -123,6 +151,41 @@ def interleaved_rounds(n: int, time_candidate: Callable[[int], float], time_anch
                 except Exception as exc:  # noqa: BLE001 - reported as this candidate's failure
                     times.errors[i] = str(exc) or type(exc).__name__
     return times
+
+
+#: The standard error of a median of n samples from a normal distribution is this factor
+#: times theirs over sqrt(n); 1.4826 times the median absolute deviation estimates that
+#: standard deviation, unmoved by the odd round a burst of load spoils.
+_MEDIAN_SE = 1.2533
+_MAD_TO_SD = 1.4826
+
+
+def until_precise(options: dict) -> dict:
+    """``interleaved_rounds``' keywords for extending a timing, from ``vars(FinalTimingOptions)``
+    (what a measuring process receives)."""
+    limit = FinalTimingOptions(**options).round_limit
+    return dict(max_rounds=limit, precision=options["precision"])
+
+
+def relative_error(samples: list[float]) -> float:
+    """The relative standard error of the median of ``samples`` (inf for fewer than 3)."""
+    if len(samples) < 3:
+        return float("inf")
+    mid = statistics.median(samples)
+    mad = statistics.median(abs(x - mid) for x in samples)
+    return _MEDIAN_SE * _MAD_TO_SD * mad / mid / len(samples) ** 0.5 if mid > 0 else float("inf")
+
+
+def precise(times: InterleavedTimes, precision: float) -> bool:
+    """Whether the fastest timed candidate's figure (its median over the anchor's, or alone
+    without an anchor) has a relative standard error of at most ``precision``; True when no
+    candidate has rounds left to time."""
+    timed = [i for i, rounds in enumerate(times.candidates) if rounds and i not in times.errors]
+    if not timed:
+        return True
+    leader = min(timed, key=lambda i: statistics.median(times.candidates[i]))
+    errors = [relative_error(times.candidates[leader])] + ([relative_error(times.anchor)] if times.anchor else [])
+    return sum(e * e for e in errors) ** 0.5 <= precision
 
 
 #: Allocators hand out blocks at 16-byte boundaries; a page holds 256 such starts.
@@ -233,7 +296,9 @@ def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
     configs = [c for c, _ in candidates]
     builds = builder.build([MeasureInput(task, c) for c in configs])
     ok = [i for i, b in enumerate(builds) if b.status == Status.OK]
-    times = runner.time_final(task, [builds[i] for i in ok], options)
+    # With a confirmation to follow, these rounds only pick the leader: no more than ``rounds``.
+    picking = dataclasses.replace(options, max_rounds=options.rounds) if options.confirm else options
+    times = runner.time_final(task, [builds[i] for i in ok], picking)
     round_costs: list[list[float]] = [[] for _ in configs]
     errors = {i: f"{b.status.value}: {b.error}" for i, b in enumerate(builds) if b.status != Status.OK}
     for slot, i in enumerate(ok):

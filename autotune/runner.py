@@ -208,7 +208,7 @@ class LocalRunner(Runner):
         require_measurable(task.target)
         self._ensure(task)
         self._send.send(("final", [b.artifact for b in builds], "kernel", vars(options)))
-        status, payload = self._reply(self.timeout * (len(builds) + 1) * options.rounds + self.setup_timeout)
+        status, payload = self._reply(self.timeout * (len(builds) + 1) * options.round_limit + self.setup_timeout)
         if status != Status.OK:
             raise RuntimeError(f"the final timing failed: {payload}")
         return payload

@@ -133,7 +133,7 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
     from backends.cpu import packed_arrays
 
     from .anchor import numpy_equivalent_on, workload_has_numpy_anchor
-    from .final_timing import interleaved_rounds, placed_copies
+    from .final_timing import interleaved_rounds, placed_copies, until_precise
 
     n_args = len(ws.inputs) + len(ws.outputs)
     has_anchor = options["anchor"] and workload_has_numpy_anchor(ws.workload)
@@ -169,7 +169,7 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
         time_anchor = (lambda: one_round(now["anchor"], ())) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
                                              pause=options["pause"], settle=options["settle"],
-                                             start_round=start_round)
+                                             start_round=start_round, **until_precise(options))
     finally:
         for lib in libs:
             _dlclose(lib)

@@ -84,7 +84,7 @@ def _final(ws: _DeviceWorkspace, artifacts: list[str], function: str, options: d
     from backends.cuda_launch import CubinLauncher
 
     from .anchor import cupy_equivalent_on
-    from .final_timing import interleaved_rounds
+    from .final_timing import interleaved_rounds, until_precise
 
     launchers = [CubinLauncher.load(path) for path in artifacts]
     anchor = cupy_equivalent_on(ws.workload, ws.inputs) if options["anchor"] else None
@@ -101,7 +101,7 @@ def _final(ws: _DeviceWorkspace, artifacts: list[str], function: str, options: d
 
     time_anchor = (lambda: statistics.median(_round(anchor, options))) if anchor is not None else None
     return Status.OK, interleaved_rounds(len(launchers), time_candidate, time_anchor, options["rounds"],
-                                         pause=options["pause"], settle=0.0)
+                                         pause=options["pause"], settle=0.0, **until_precise(options))
 
 
 def _context_lost(exc: BaseException) -> bool:

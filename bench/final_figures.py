@@ -12,7 +12,9 @@ with bias and relu against NumPy composed).
 Each seed runs ``autotune <op> ... --trials N --seed S`` into a database of its own and
 reads the ratio it prints. Then a new process opens that database, builds the task through
 ``apply_best`` (``autotune.build``) and times the kernel and NumPy alternately: five rounds,
-each timing both with at least 15 cache-flushed repeats, the ratio of their medians; the
+and more up to fifteen until the ratio is as precise as the final timing's confirmation
+(``FinalTimingOptions.precision``), each timing both with at least 15 cache-flushed
+repeats, the ratio of their medians; the
 first round takes the arrays where NumPy allocated them, later rounds copies placed anew
 (as the final timing does: a kernel's speed depends on where its arrays start). The table
 prints both ratios and how far apart they are; the goal is within 5 %.
@@ -109,11 +111,12 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
     NumPy's equivalent timed alternately: (per kernel, its seconds in each round; NumPy's).
     Each round's figure is the median of its cache-flushed repeats, and the arrays are
     placed anew for every round (the first round uses them where NumPy allocated them):
-    the final timing's protocol (``interleaved_rounds``), with no pause between rounds."""
+    the final timing's protocol (``interleaved_rounds``, extended up to three times ``rounds``
+    until precise as the confirmation is), with no pause between rounds."""
     import numpy as np
 
     from autotune.anchor import numpy_equivalent_on
-    from autotune.final_timing import interleaved_rounds, placed_copies
+    from autotune.final_timing import FinalTimingOptions, interleaved_rounds, placed_copies
     from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
     from autotune.verify import mismatch, reduction_length
 
@@ -142,7 +145,8 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
                                             flush=flush))
 
     times = interleaved_rounds(len(kernels), lambda i: one_round(lambda: kernels[i].call_unchecked(now["pointers"][i])),
-                               lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round)
+                               lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round,
+                               max_rounds=3 * rounds, precision=FinalTimingOptions().precision)
     if times.errors:
         raise SystemExit(f"re-timing failed: {times.errors[0]}")
     return times.candidates, times.anchor

@@ -84,7 +84,7 @@ class RayRunner(Runner):
         kernels = [(b.source_hash, b.blob, b.build_s) for b in builds]
         ref = node.actor.time_final.remote(kernels, options)
         try:
-            return ray.get(ref, timeout=self.timeout * (len(builds) + 1) * options.rounds + self.grace)
+            return ray.get(ref, timeout=self.timeout * (len(builds) + 1) * options.round_limit + self.grace)
         except Exception as exc:  # noqa: BLE001
             if not is_lost(exc):
                 raise

@@ -15,7 +15,7 @@ import autotune
 import tuning_db
 from autotune.final_timing import (
     FINAL_TUNER, FinalFigures, FinalTimingOptions, InterleavedTimes, confirm_leader, interleaved_rounds,
-    pick_candidates,
+    pick_candidates, relative_error,
 )
 from autotune.loop import Trial
 from autotune.measure import MeasureResult, Status
@@ -89,6 +89,67 @@ def test_a_candidate_that_fails_is_not_timed_again_and_the_others_go_on():
     times = interleaved_rounds(3, candidate, lambda: 1.0, rounds=3, sleep=lambda s: None)
     assert calls.count(1) == 1 and calls.count(0) == 3 and calls.count(2) == 3
     assert times.errors == {1: "wrong_answer: 3 of 64 elements differ"}
+
+
+def _scripted(values):
+    """A timer that returns ``values`` in turn, the last one ever after."""
+    values = list(values)
+    return lambda *args: values.pop(0) if len(values) > 1 else values[0]
+
+
+def test_the_relative_error_of_a_median_grows_with_the_spread_and_shrinks_with_the_rounds():
+    assert relative_error([1.0, 1.0]) == float("inf")  # two rounds say nothing of their spread
+    assert relative_error([1.0, 1.0, 1.0]) == 0.0
+    assert relative_error([2.0, 2.2, 1.8]) == pytest.approx(1.2533 * 1.4826 * 0.1 / 3 ** 0.5)
+    wide, narrow = relative_error([0.8, 1.0, 1.2, 0.9, 1.1]), relative_error([0.98, 1.0, 1.02, 0.99, 1.01])
+    assert wide == pytest.approx(10 * narrow)
+    assert relative_error([0.8, 1.0, 1.2, 0.9, 1.1] * 4) == pytest.approx(wide / 2)
+    # one spoiled round does not move it much: the median absolute deviation ignores how far it went
+    assert relative_error([0.98, 1.0, 1.02, 0.99, 3.0]) == pytest.approx(relative_error([0.98, 1.0, 1.02, 0.99, 1.03]))
+
+
+def test_a_quiet_timing_stops_at_its_rounds_and_a_noisy_one_goes_on_to_the_limit():
+    quiet = interleaved_rounds(1, _scripted([1.0, 1.001, 0.999]), _scripted([2.0, 2.001, 1.999]), rounds=3,
+                               sleep=lambda s: None, max_rounds=9, precision=0.01)
+    assert len(quiet.candidates[0]) == 3 and len(quiet.anchor) == 3
+    noisy = interleaved_rounds(1, _scripted([1.0, 1.3, 0.8, 1.2, 0.9] * 3), lambda: 2.0, rounds=3,
+                               sleep=lambda s: None, max_rounds=9, precision=0.01)
+    assert len(noisy.candidates[0]) == 9 and len(noisy.anchor) == 9
+    # the anchor's noise makes the ratio as uncertain as the candidate's own
+    noisy_anchor = interleaved_rounds(1, lambda i: 1.0, _scripted([2.0, 2.6, 1.6, 2.4, 1.8] * 3), rounds=3,
+                                      sleep=lambda s: None, max_rounds=9, precision=0.01)
+    assert len(noisy_anchor.candidates[0]) == 9
+    # without a precision the rounds are what was asked, noisy or not
+    assert len(interleaved_rounds(1, _scripted([1.0, 1.3, 0.8] * 3), None, rounds=3,
+                                  sleep=lambda s: None, max_rounds=9).candidates[0]) == 3
+
+
+def test_a_timing_stops_once_its_rounds_agree_enough():
+    # Two wild rounds, then steady ones: more rounds until the steady ones outvote the spread.
+    times = interleaved_rounds(1, _scripted([1.0, 1.5, 0.6] + [1.0] * 20), None, rounds=3,
+                               sleep=lambda s: None, max_rounds=20, precision=0.05)
+    assert 3 < len(times.candidates[0]) < 20
+    assert relative_error(times.candidates[0]) <= 0.05
+    assert relative_error(times.candidates[0][:-1]) > 0.05  # and not one round later than that
+
+
+def test_the_rounds_that_pick_the_leader_are_not_extended_but_its_confirmation_is():
+    from autotune.builder import LocalBuilder
+    from autotune.final_timing import final_timing
+
+    class Recording:
+        limits = []
+
+        def time_final(self, task, builds, options):
+            Recording.limits.append((len(builds), options.round_limit))
+            return InterleavedTimes([[1.0 + i] * options.rounds for i in range(len(builds))], [2.0] * options.rounds)
+
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    candidates = [(task.space.sample(random.Random(i)), 1e-6) for i in range(2)]
+    options = dataclasses.replace(QUICK_FINAL, rounds=3, max_rounds=12)
+    final_timing(task, LocalBuilder(), Recording(), candidates, options)
+    assert Recording.limits == [(2, 3), (1, 12)]
+    assert FinalTimingOptions(rounds=4).round_limit == 12
 
 
 def test_placed_copies_keep_the_contents_at_16_byte_boundaries_anywhere_in_a_page():
@@ -234,6 +295,10 @@ def test_options_are_checked():
         FinalTimingOptions(candidates=-1)
     with pytest.raises(ValueError, match="rounds"):
         FinalTimingOptions(rounds=0)
+    with pytest.raises(ValueError, match="max_rounds"):
+        FinalTimingOptions(rounds=5, max_rounds=4)
+    with pytest.raises(ValueError, match="precision"):
+        FinalTimingOptions(precision=0.0)
 
 
 # ---------------------------------------------------------------- measured, stored, used
