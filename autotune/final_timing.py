@@ -36,8 +36,8 @@ third for a few seconds while a neighbour works, and the median of five such rou
 several percent from one process to the next. So the confirmation goes on past ``rounds``,
 up to ``max_rounds``, until the leader's figure is ``precise``: until the relative standard
 error of its ratio to the anchor, estimated from the spread of both medians' rounds, is at
-most ``precision``. A quiet machine stops at ``rounds``; the rounds that picked the leader
-are not extended (they only pick it).
+most ``precision``. A machine whose rounds scatter by about 1 % stops at ``rounds``; the
+rounds that picked the leader are not extended (they only pick it).
 
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
 drive); the measuring process (``runner_worker``) runs it on real kernels.
