@@ -705,7 +705,7 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         owner, tiled = s[plan.owner], s[op]
         tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
     if d.panel_pack is not None and not d.panels_per_block:
-        _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
+        _pack_panels(s, tiled, d.panel_pack, d.vector_tile, d.panels_at_build_time, d.vector_index)
     # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
     levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
     a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
@@ -732,7 +732,7 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
     a-level loops do not exist), at index ``reduction_level - 1``."""
     tiled = s[plan.op]
     if d.panel_pack is not None and not d.panels_per_block:
-        _pack_panels(s, tiled, d.panel_pack, d.vector_tile[2], d.panels_at_build_time, d.vector_index)
+        _pack_panels(s, tiled, d.panel_pack, d.vector_tile, d.panels_at_build_time, d.vector_index)
     tiled.compute_at(*at)
     reduce_outer = _tile_region(s, tiled, d, three_levels=True)
     return [None] * len(plan.op.axis) + _reduce_loops(tiled, reduce_outer)
@@ -765,7 +765,7 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
     if d.panels_per_block:
-        _pack_panels(s, tiled, d.panel_pack, tiles[v][2], at_build_time=False, axis=v, at=r0[-1])
+        _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v, at=r0[-1])
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
     extents = {id(x): t[2] for x, t in zip(s3, tiles)}
@@ -792,21 +792,31 @@ def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     s[packed].compute_at(tiled, at)
 
 
-def _pack_panels(s: Schedule, tiled, tensor_name: str, width: int, at_build_time: bool, axis: int = -1,
+def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool, axis: int = -1,
                  at=None) -> None:
-    """Rewrite input ``tensor_name`` into panels ``width`` (the register tile) wide, so the
-    tiled stage's micro-kernel streams one contiguous panel as the reduction advances; the
-    copy's rows are vectorized. By default the copy runs before the tiled stage, in parallel
-    over panels. ``at`` (a loop of ``tiled``, its outer reduction loop): only the panels one
-    iteration reads are packed, right there (GotoBLAS: a block of panels packed where it is
-    used, so it is read from cache; bound inference narrows the panels to the block).
-    ``at_build_time``: the panels are packed once, outside the kernel (``Schedule.rewrite_layout``)."""
+    """Rewrite input ``tensor_name`` into panels as wide as the register tile (``tile``: the
+    (b, S2, S3) tile of the vectorized axis), so the tiled stage's micro-kernel streams one
+    contiguous panel as the reduction advances; the copy's rows are vectorized. By default
+    the copy runs before the tiled stage, in parallel over panels. ``at`` (a loop of
+    ``tiled``, its outer reduction loop): only the panels one iteration reads are packed,
+    right there (GotoBLAS: a block of panels packed where it is used, so it is read from
+    cache; bound inference narrows the panels to the block). ``at_build_time``: the panels
+    are packed once, outside the kernel (``Schedule.rewrite_layout``).
+
+    The panels are padded with zeros to whole outer blocks of the axis (b x S2 x S3
+    elements), as BLAS libraries pad their packed panels: every register tile that starts
+    inside the extent then computes whole, its overhang reading zeros, where it would
+    otherwise be guarded element by element and leave the micro-kernel for a loop of
+    variable trip counts (a 1000-wide output's last tile, 8 columns of 16, did so on
+    every row)."""
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
     dim = panel_inputs(tiled.op, axis)[tensor_name]
+    width, block = tile[2], tile[0] * tile[1] * tile[2]
+    panels = -(-tensor.shape[dim] // block) * (block // width)
     if at_build_time:
-        s.rewrite_layout(tensor, dim, width, [tiled])
+        s.rewrite_layout(tensor, dim, width, [tiled], panels)
         return
-    packed = s.pack_panels(tensor, dim, width, [tiled])
+    packed = s.pack_panels(tensor, dim, width, [tiled], panels)
     stage = s[packed]
     outer, *middle, inner = stage.op.axis
     if at is not None:

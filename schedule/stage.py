@@ -70,12 +70,19 @@ def _positive_int(value, what: str) -> int:
     return value
 
 
-def panel_layout(tensor: Tensor, dim: int, width: int) -> Tensor:
+def panel_layout(tensor: Tensor, dim: int, width: int, panels: int | None = None) -> Tensor:
     """``tensor`` as panels ``width`` wide along ``dim``: a compute ``<name>.panels`` of shape
-    (ceil(extent/width), other dims..., width), zero past the extent (``Schedule.pack_panels``)."""
+    (ceil(extent/width), other dims..., width), zero past the extent (``Schedule.pack_panels``);
+    ``panels`` (at least ceil(extent/width)) pads it with panels of zeros."""
     extent = tensor.shape[dim]
     others = [n for n in range(len(tensor.shape)) if n != dim]
-    shape = (-(-extent // width), *(tensor.shape[n] for n in others), width)
+    whole = -(-extent // width)
+    if panels is None:
+        panels = whole
+    elif isinstance(panels, bool) or not isinstance(panels, int) or panels < whole:
+        raise ScheduleError(f"panels of {tensor.name!r}: {panels!r} panels of {width} do not hold its {extent} "
+                            f"elements along dimension {dim}; at least {whole}")
+    shape = (panels, *(tensor.shape[n] for n in others), width)
 
     def element(outer, *rest):
         *kept, inner = rest
@@ -84,7 +91,7 @@ def panel_layout(tensor: Tensor, dim: int, width: int) -> Tensor:
             index[n] = v
         index[dim] = outer * width + inner
         value = tensor[tuple(index)]
-        if extent % width:
+        if panels * width > extent:
             return if_then_else(index[dim] < extent, value, as_expr(0, tensor.dtype))
         return value
 
@@ -497,7 +504,7 @@ class Schedule:
             self._replace_reads(r, tensor, cache)
         return cache
 
-    def pack_panels(self, tensor: Tensor, dim: int, width: int, readers) -> Tensor:
+    def pack_panels(self, tensor: Tensor, dim: int, width: int, readers, panels: int | None = None) -> Tensor:
         """A copy of ``tensor`` laid out as panels ``width`` wide along ``dim``, read by ``readers``.
 
         For ``B`` of shape (K, N), ``pack_panels(B, 1, 16, [C])`` makes ``B.panels`` of shape
@@ -508,14 +515,19 @@ class Schedule:
         GotoBLAS packing of B, done once per call as a stage of its own (TVM's x86 dense
         schedules do the same; ``rewrite_layout`` packs once, at build time, instead). The
         copy is a root stage; split, vectorize and parallelize it like any other.
+
+        ``panels`` pads the copy with panels of zeros up to that many: a reader whose cache
+        blocks overhang the extent by more than one panel then reads zeros there too, so its
+        register tiles compute whole (``schedule.lower`` drops the guards of an axis whose
+        overhang reads stay inside whole buffers).
         """
         reader_stages = self._panel_readers("pack_panels", tensor, dim, width, readers)
-        packed = panel_layout(tensor, dim, width)
+        packed = panel_layout(tensor, dim, width, panels)
         self._add_stage(Stage(packed.op, self), before=min(reader_stages, key=self.stages.index))
         self._read_panels(reader_stages, tensor, dim, width, packed)
         return packed
 
-    def rewrite_layout(self, tensor: Tensor, dim: int, width: int, readers) -> Tensor:
+    def rewrite_layout(self, tensor: Tensor, dim: int, width: int, readers, panels: int | None = None) -> Tensor:
         """Make ``readers`` read input ``tensor`` as panels (the layout of ``pack_panels``) that
         the caller supplies, packed once rather than on every call: TVM's layout rewrite of
         constant weights. Returns the new placeholder ``<name>.panels`` that ``readers`` read.
@@ -523,7 +535,8 @@ class Schedule:
         A function lowered from this schedule still lists ``tensor`` among its arguments, but
         its parameter there is the packed placeholder, and its ``prepacks`` hold the function
         that packs ``tensor`` (``schedule.ir.Prepack``): the built module packs it when
-        called with ``tensor`` as is, or takes the panels packed once beforehand.
+        called with ``tensor`` as is, or takes the panels packed once beforehand. ``panels``
+        pads them with panels of zeros, as in ``pack_panels``.
         """
         if not isinstance(tensor.op, PlaceholderOp):
             raise ScheduleError(f"rewrite_layout: {tensor.name!r} is computed; only inputs (placeholders) "
@@ -536,7 +549,7 @@ class Schedule:
         if others:  # the kernel no longer receives the input as laid out: nobody may read it so
             raise ScheduleError(f"rewrite_layout: stage(s) {', '.join(others)} also read {tensor.name!r}; "
                                 f"list every reader")
-        packing = panel_layout(tensor, dim, width)
+        packing = panel_layout(tensor, dim, width, panels)
         packed = placeholder(packing.shape, tensor.dtype, packing.name)
         self._read_panels(reader_stages, tensor, dim, width, packed)
         self.layout_rewrites[tensor.op] = LayoutRewrite(tensor, packed, packing)

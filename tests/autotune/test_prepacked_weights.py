@@ -17,7 +17,7 @@ from autotune.runner import LocalRunner, TimingOptions
 from autotune.verify import mismatch, reduction_length
 
 QUICK = TimingOptions(rounds=1, min_time=0.0, min_repeats=1)
-QUICK_FINAL = FinalTimingOptions(candidates=3, rounds=2, min_time=0.0, min_repeats=1, pause=0.0)
+QUICK_FINAL = FinalTimingOptions(candidates=3, rounds=2, min_time=0.0, min_repeats=1, pause=0.0, max_rounds=2)
 
 
 @pytest.fixture(scope="module")

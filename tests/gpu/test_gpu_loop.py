@@ -92,7 +92,7 @@ def test_final_timing_has_cublas_beside_the_candidates(cache):
     task = _task()
     good = _built(task, 2)
     with CudaRunner(timeout=20.0) as runner:
-        times = runner.time_final(task, good, FinalTimingOptions(rounds=2, min_time=0.01, pause=0.0))
+        times = runner.time_final(task, good, FinalTimingOptions(rounds=2, min_time=0.01, pause=0.0, max_rounds=2))
     assert len(times.anchor) == 2 and all(t > 0 for t in times.anchor)
     assert all(len(rounds) == 2 for rounds in times.candidates), times.errors
 

@@ -1,6 +1,7 @@
 """Panel packing: an input rewritten into register-tile-wide panels, by hand and in the space."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -18,12 +19,12 @@ from sched_helpers import check, tensor
 from test_space import CASES, _check_sampled
 
 
-def _matmul_with_panels(M, N, K, width):
+def _matmul_with_panels(M, N, K, width, panels=None):
     wl = te.create_workload("matmul", M=M, N=N, K=K)
     A, B, C = wl.args
     s = schedule.create_schedule(C)
     CL = s.cache_write(C, "local")
-    packed = s.pack_panels(B, 1, width, [CL])
+    packed = s.pack_panels(B, 1, width, [CL], panels)
     return wl, s, packed, CL
 
 
@@ -53,10 +54,10 @@ def test_the_reader_indexes_whole_panels_when_its_tile_matches_the_width():
     check(s, wl)
 
 
-def _blocked_with_panels(N, block_tiles, M=12, K=19, width=8):
+def _blocked_with_panels(N, block_tiles, M=12, K=19, width=8, panels=None):
     """C in cache blocks of ``4 x block_tiles*width``, a register tile of 4 x ``width``,
-    B in panels of ``width``: the register tile's shape of the CPU sketch."""
-    wl, s, packed, CL = _matmul_with_panels(M, N, K, width)
+    B in ``panels`` panels of ``width``: the register tile's shape of the CPU sketch."""
+    wl, s, packed, CL = _matmul_with_panels(M, N, K, width, panels)
     C = wl.outputs[0]
     i, j = C.op.axis
     io, jo, ii, ji = s[C].tile(i, j, 4, block_tiles * width)
@@ -102,6 +103,40 @@ def test_a_block_past_the_panels_keeps_its_guard():
     assert len(tiles) == 2
     assert any(schedule.ir.const_int(e) is None for e in _extents(tiles[1]))
     check(s, wl)
+
+
+def test_panels_padded_to_whole_blocks_let_the_last_block_compute_whole():
+    # The blocks of two panels above, with B padded with zeros to six panels (48 columns):
+    # the last block's overhang reads zeros, so it is computed whole, as BLAS libraries
+    # compute the edge of a packed panel.
+    wl, s = _blocked_with_panels(N=36, block_tiles=2, panels=6)
+    func = schedule.lower(s, wl.args)
+    tiles = _register_tiles(func)
+    assert len(tiles) == 1
+    assert all(schedule.ir.const_int(e) is not None for e in _extents(tiles[0])), str(tiles[0])
+    check(s, wl)
+    with pytest.raises(ScheduleError, match="at least 5"):
+        _blocked_with_panels(N=36, block_tiles=2, panels=4)
+
+
+def test_the_space_pads_panels_to_whole_blocks_of_the_vector_axis():
+    # 40 columns in blocks of two register tiles: the last block overhangs by more than a
+    # panel; the panels cover whole blocks, and only the rows' edge versions the tile.
+    probe = Task("matmul", dict(M=20, N=64, K=9)).space
+    width = probe.decisions(probe.starting_points(random.Random(0))[0])["C"].tile("j").sizes[2]  # the ISA's
+    task = Task("matmul", dict(M=20, N=2 * width + width // 2, K=9))  # two and a half tiles
+    space = task.space
+    decisions = space.decisions(space.starting_points(random.Random(0))[0])
+    edited = decisions["C"].with_tiles(i=(1, 2, 4), j=(1, 2, width))
+    config = decisions.replace(dataclasses.replace(edited, pack="panels:B")).to_config()
+    assert task.space.check(config) is None
+    func = task.lower(config)
+    panels = next(x.buffer for x in schedule.ir.walk(func.body)
+                  if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels")
+    assert panels.shape[0] == 4  # two blocks of two panels, not ceil(2.5) = 3 panels
+    source = backends.cpu.generate_source(func)
+    assert f"at_min_int64({width}, " not in source, source  # no column tile shortened at the edge
+    _check_sampled(None, configs=[config], task=task)
 
 
 @pytest.mark.parametrize("N", [48, 36])
