@@ -792,6 +792,11 @@ def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:
     s[packed].compute_at(tiled, at)
 
 
+#: The most columns of zeros, as a share of the extent, that padding panels to whole outer
+#: blocks may add (``_pack_panels``): every one of them is computed.
+MAX_PADDED_SHARE = 1 / 16
+
+
 def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool, axis: int = -1,
                  at=None) -> None:
     """Rewrite input ``tensor_name`` into panels as wide as the register tile (``tile``: the
@@ -808,11 +813,16 @@ def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool
     inside the extent then computes whole, its overhang reading zeros, where it would
     otherwise be guarded element by element and leave the micro-kernel for a loop of
     variable trip counts (a 1000-wide output's last tile, 8 columns of 16, did so on
-    every row)."""
+    every row). The overhang is then computed whole too, tiles past the edge included, so
+    a block that would add more than ``MAX_PADDED_SHARE`` of the extent keeps whole panels
+    only (and its guards)."""
     tensor = next(t for t in tiled.op.input_tensors if t.name == tensor_name)
     dim = panel_inputs(tiled.op, axis)[tensor_name]
+    extent = tensor.shape[dim]
     width, block = tile[2], tile[0] * tile[1] * tile[2]
-    panels = -(-tensor.shape[dim] // block) * (block // width)
+    panels = -(-extent // block) * (block // width)
+    if panels * width - extent > MAX_PADDED_SHARE * extent:
+        panels = None  # whole panels: the guards skip the columns past the edge
     if at_build_time:
         s.rewrite_layout(tensor, dim, width, [tiled], panels)
         return

@@ -120,11 +120,11 @@ def test_panels_padded_to_whole_blocks_let_the_last_block_compute_whole():
 
 
 def test_the_space_pads_panels_to_whole_blocks_of_the_vector_axis():
-    # 40 columns in blocks of two register tiles: the last block overhangs by more than a
-    # panel; the panels cover whole blocks, and only the rows' edge versions the tile.
+    # Columns in blocks of two register tiles, the last block overhanging by more than a
+    # panel: the panels cover whole blocks, and only the rows' edge versions the tile.
     probe = Task("matmul", dict(M=20, N=64, K=9)).space
     width = probe.decisions(probe.starting_points(random.Random(0))[0])["C"].tile("j").sizes[2]  # the ISA's
-    task = Task("matmul", dict(M=20, N=2 * width + width // 2, K=9))  # two and a half tiles
+    task = Task("matmul", dict(M=20, N=24 * width + width // 2, K=9))  # 24 and a half tiles
     space = task.space
     decisions = space.decisions(space.starting_points(random.Random(0))[0])
     edited = decisions["C"].with_tiles(i=(1, 2, 4), j=(1, 2, width))
@@ -133,9 +133,17 @@ def test_the_space_pads_panels_to_whole_blocks_of_the_vector_axis():
     func = task.lower(config)
     panels = next(x.buffer for x in schedule.ir.walk(func.body)
                   if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels")
-    assert panels.shape[0] == 4  # two blocks of two panels, not ceil(2.5) = 3 panels
+    assert panels.shape[0] == 26  # 13 blocks of two panels (6 % of zeros), not ceil(24.5) = 25 panels
     source = backends.cpu.generate_source(func)
     assert f"at_min_int64({width}, " not in source, source  # no column tile shortened at the edge
+    _check_sampled(None, configs=[config], task=task)
+    # One column past two tiles: a whole block of zeros would double the work; whole panels only.
+    task = Task("matmul", dict(M=20, N=2 * width + 1, K=9))
+    assert task.space.check(config) is None
+    func = task.lower(config)
+    panels = next(x.buffer for x in schedule.ir.walk(func.body)
+                  if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels")
+    assert panels.shape[0] == 3
     _check_sampled(None, configs=[config], task=task)
 
 
