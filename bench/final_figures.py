@@ -111,12 +111,12 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
     NumPy's equivalent timed alternately: (per kernel, its seconds in each round; NumPy's).
     Each round's figure is the median of its cache-flushed repeats, and the arrays are
     placed anew for every round (the first round uses them where NumPy allocated them):
-    the final timing's protocol (``interleaved_rounds``, extended up to three times ``rounds``
-    until precise as the confirmation is), with no pause between rounds."""
+    the final timing's protocol (``interleaved_rounds``, extended as the confirmation is:
+    ``until_precise``), with no pause between rounds."""
     import numpy as np
 
     from autotune.anchor import numpy_equivalent_on
-    from autotune.final_timing import FinalTimingOptions, interleaved_rounds, placed_copies
+    from autotune.final_timing import FinalTimingOptions, interleaved_rounds, placed_copies, until_precise
     from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
     from autotune.verify import mismatch, reduction_length
 
@@ -146,7 +146,7 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
 
     times = interleaved_rounds(len(kernels), lambda i: one_round(lambda: kernels[i].call_unchecked(now["pointers"][i])),
                                lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round,
-                               max_rounds=3 * rounds, precision=FinalTimingOptions().precision)
+                               **until_precise(vars(FinalTimingOptions(rounds=rounds))))
     if times.errors:
         raise SystemExit(f"re-timing failed: {times.errors[0]}")
     return times.candidates, times.anchor

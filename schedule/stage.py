@@ -79,8 +79,8 @@ def panel_layout(tensor: Tensor, dim: int, width: int, panels: int | None = None
     whole = -(-extent // width)
     if panels is None:
         panels = whole
-    elif isinstance(panels, bool) or not isinstance(panels, int) or panels < whole:
-        raise ScheduleError(f"panels of {tensor.name!r}: {panels!r} panels of {width} do not hold its {extent} "
+    elif _positive_int(panels, f"panels of {tensor.name!r}") < whole:
+        raise ScheduleError(f"panels of {tensor.name!r}: {panels} panels of {width} do not hold its {extent} "
                             f"elements along dimension {dim}; at least {whole}")
     shape = (panels, *(tensor.shape[n] for n in others), width)
 
