@@ -119,6 +119,12 @@ def test_panels_padded_to_whole_blocks_let_the_last_block_compute_whole():
         _blocked_with_panels(N=36, block_tiles=2, panels=4)
 
 
+def _panels_buffer(func):
+    """The buffer ``B.panels`` that ``func`` allocates."""
+    return next(x.buffer for x in schedule.ir.walk(func.body)
+                if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels")
+
+
 def test_the_space_pads_panels_to_whole_blocks_of_the_vector_axis():
     # Columns in blocks of two register tiles, the last block overhanging by more than a
     # panel: the panels cover whole blocks, and only the rows' edge versions the tile.
@@ -129,10 +135,9 @@ def test_the_space_pads_panels_to_whole_blocks_of_the_vector_axis():
     decisions = space.decisions(space.starting_points(random.Random(0))[0])
     edited = decisions["C"].with_tiles(i=(1, 2, 4), j=(1, 2, width))
     config = decisions.replace(dataclasses.replace(edited, pack="panels:B")).to_config()
-    assert task.space.check(config) is None
+    assert space.check(config) is None
     func = task.lower(config)
-    panels = next(x.buffer for x in schedule.ir.walk(func.body)
-                  if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels")
+    panels = _panels_buffer(func)
     assert panels.shape[0] == 26  # 13 blocks of two panels (6 % of zeros), not ceil(24.5) = 25 panels
     source = backends.cpu.generate_source(func)
     assert f"at_min_int64({width}, " not in source, source  # no column tile shortened at the edge
@@ -141,8 +146,7 @@ def test_the_space_pads_panels_to_whole_blocks_of_the_vector_axis():
     task = Task("matmul", dict(M=20, N=2 * width + 1, K=9))
     assert task.space.check(config) is None
     func = task.lower(config)
-    panels = next(x.buffer for x in schedule.ir.walk(func.body)
-                  if isinstance(x, schedule.ir.Allocate) and x.buffer.name == "B.panels")
+    panels = _panels_buffer(func)
     assert panels.shape[0] == 3
     _check_sampled(None, configs=[config], task=task)
 
