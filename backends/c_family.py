@@ -116,6 +116,19 @@ class Dialect:
     def barrier(self) -> str:
         raise NotImplementedError("barriers exist only on GPU targets")
 
+    def register_tile(self, alloc: Allocate) -> Stmt | None:
+        """A statement to print in place of ``alloc``, the scope of a register tile
+        (``Buffer.in_registers``), or None to print the tile as an array."""
+        return None
+
+
+class PrintedStmt(Stmt):
+    """A statement a dialect rewrote for printing that prints itself: ``print_c(printer)``
+    emits its lines through ``printer`` (a ``CSourcePrinter``)."""
+
+    def print_c(self, printer: "CSourcePrinter") -> None:  # pragma: no cover - subclasses define it
+        raise NotImplementedError
+
 
 @dataclass(frozen=True, eq=False)
 class _ScalarAssign(Stmt):
@@ -352,6 +365,8 @@ class CSourcePrinter:
             self.emit(self.dialect.barrier())
         elif isinstance(s, _ScalarAssign):
             self.emit(f"{self.names(s.var)} = {self.expr(s.value)};")
+        elif isinstance(s, PrintedStmt):
+            s.print_c(self)
         else:
             raise NotImplementedError(f"no C code for {type(s).__name__}")
 
@@ -419,6 +434,11 @@ class CSourcePrinter:
         return True
 
     def _allocate(self, s: Allocate) -> None:
+        if s.buffer.in_registers:
+            replacement = self.dialect.register_tile(s)
+            if replacement is not None:
+                self.stmt(replacement)
+                return
         name = self.buffer_name(s.buffer)
         declare, release = self.dialect.allocate(self, s.buffer, name, self.ctype(s.buffer.dtype))
         self.emit("{")

@@ -34,6 +34,7 @@ from schedule.targets.cpu import bare_model_name, host_cpu_facts
 from .c_family import STACK_BYTES, CSourcePrinter, Dialect
 from .errors import BuildError, BuildTimeout
 from .process import process_alive, run_group
+from .vector_tile import NotVectorizable, vector_tile
 from .registry import Backend, BackendInfo
 
 CC = os.environ.get("CC", "gcc")
@@ -84,6 +85,7 @@ class CPUDialect(Dialect):
 
     wide_index: bool = True
     vector_bits: int | None = None
+    vector_variables: bool = True
 
     def allocate(self, printer, buf: Buffer, name: str, ctype: str) -> tuple[list[str], list[str]]:
         """A buffer too large for the stack is kept from one call to the next in a slot of
@@ -108,6 +110,22 @@ class CPUDialect(Dialect):
         return ([f"{ctype}* {self.restrict} {name} = ({ctype}*)__atomic_exchange_n(&{slot}, NULL, __ATOMIC_ACQUIRE);",
                  f"if (!{name}) {name} = ({ctype}*)aligned_alloc(64, {padded});"],
                 [f"free(__atomic_exchange_n(&{slot}, (void*){name}, __ATOMIC_ACQ_REL));"])
+
+    def register_tile(self, alloc: ir.Allocate) -> ir.Stmt | None:
+        """The tile as vector variables (``backends.vector_tile``: gcc keeps those in
+        registers, where it sometimes left the array in memory), or None where the tile is
+        not shaped for them or ``vector_variables`` is off."""
+        if not self.vector_variables:
+            return None
+        try:
+            return vector_tile(alloc, self.vector_bits or host_cpu_facts().vector_bits)
+        except NotVectorizable:
+            return None
+
+    def prints_vector_variables(self, alloc: ir.Allocate) -> bool:
+        """Whether the tile ``alloc`` allocates prints as vector variables (``schedule.explain``
+        describes its loops as unrolled)."""
+        return self.register_tile(alloc) is not None
 
     def reduction_pragma(self, op: str, accumulator: str) -> str | None:
         clause = {"add": "+", "mul": "*", "min": "min", "max": "max"}[op]

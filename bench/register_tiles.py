@@ -1,10 +1,11 @@
-"""Three rules of the CPU backend that keep register tiles in registers, each against the code
+"""Four rules of the CPU backend that keep register tiles in registers, each against the code
 without it, in one run.
 
     python bench/register_tiles.py                   # 6 starting points and 6 random configs per op
     python bench/register_tiles.py --points 10 --only matmul conv2d
     python bench/register_tiles.py --rule pointer --only matmul-few-rows
     python bench/register_tiles.py --rule one-vector --changed-only --points 8
+    python bench/register_tiles.py --rule vector-variables --changed-only --points 8
 
 ``--rule ivdep`` (the default): the backend prints a vectorized loop as ``#pragma omp
 simd``, except the constant-extent vector loops of a promoted register tile, which it prints
@@ -14,7 +15,9 @@ tile is declared as storage and used through a restrict pointer (``_reached_thro
 the other way declares them all as plain arrays. ``--rule one-vector``: a register tile's
 vector loop exactly one vector long gets ``#pragma GCC unroll 1`` and the unrolled loops
 around it in the tile no unroll pragma (``CPUDialect._one_vector_of_tile``); the other way
-prints them as for longer vector loops. ``--changed-only`` times only configs whose source
+prints them as for longer vector loops. ``--rule vector-variables``: a register tile shaped
+for it is printed as vector variables (``backends/vector_tile.py``); the other way prints
+it as an array, under the three rules above. ``--changed-only`` times only configs whose source
 the rule changes (the others time alike both ways).
 
 This builds each config both ways (the other way by making the rule answer "no") and times
@@ -50,7 +53,9 @@ WORKLOAD = {"matmul-few-rows": "matmul"}
 
 #: The backend function (or ``Class.method``) behind each rule (answering "no" turns the rule off).
 RULES = {"ivdep": "_touches_register_tile", "pointer": "_reached_through_pointer",
-         "one-vector": "CPUDialect._one_vector_of_tile"}
+         "one-vector": "CPUDialect._one_vector_of_tile", "vector-variables": "CPUDialect.register_tile"}
+#: What a rule's function answers to turn it off, where that is not False.
+ANSWER_OFF = {"vector-variables": None}
 
 
 def build_both(task, config, rule: str = "ivdep"):
@@ -61,7 +66,8 @@ def build_both(task, config, rule: str = "ivdep"):
     s, args = task.space.apply(config)
     ruled = backends.build(s, args, target="cpu")
     owner, _, name = RULES[rule].rpartition(".")
-    with mock.patch.object(getattr(cpu, owner) if owner else cpu, name, lambda *_: False):
+    answer = ANSWER_OFF.get(rule, False)
+    with mock.patch.object(getattr(cpu, owner) if owner else cpu, name, lambda *_: answer):
         s, args = task.space.apply(config)
         plain = backends.build(s, args, target="cpu")
     return ruled, plain
@@ -114,7 +120,7 @@ def main() -> None:
                              "changes, then random configs until --points of them (at most 50 draws per point)")
     args = parser.parse_args()
     without = {"ivdep": "omp simd everywhere", "pointer": "plain arrays",
-               "one-vector": "gcc unrolls one-vector loops"}[args.rule]
+               "one-vector": "gcc unrolls one-vector loops", "vector-variables": "tile as an array"}[args.rule]
     print(f"| op | configs | {args.rule} rule: fastest / median GFLOP/s | {without}: fastest / median "
           f"| per config (rule/{without}) |")
     print("| --- | --- | --- | --- | --- |")

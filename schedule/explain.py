@@ -19,7 +19,9 @@ the IR with the rules code generation applies to it:
   A parallel loop of one iteration, or one nested in another parallel loop, keeps its
   pragma but runs on one thread: it is described as serial, with a note saying why.
   Another CPU kind's dialect may print fewer pragmas: pass its ``loop_pragmas``, and a
-  marked loop it prints no pragma for is described as a plain loop.
+  marked loop it prints no pragma for is described as a plain loop. Pass its
+  ``prints_vector_variables`` too, and the loops over a register tile it prints as vector
+  variables are described as it prints them: unrolled, the vector loop as vectors.
 - CUDA (a function with thread-bound loops builds only for cuda): the GPU passes split
   it into kernels; ``blockIdx``/``threadIdx`` loops are the launch grid and block,
   ``unrolled`` loops print ``#pragma unroll``, vectorized loops stay plain loops.
@@ -36,14 +38,23 @@ from typing import Callable
 from te import dtypes
 
 from . import ir
-from .ir import Allocate, Buffer, BufferStore, For, LoweredFunc, Stmt
+from te.expr import free_vars, post_order
+
+from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, LoweredFunc, Stmt
 from .passes import GPUProgram, StmtVisitor, lower_gpu
 from .printer import NameTable
 
 #: A C dialect's ``loop_pragmas``: the pragma lines it prints before a loop.
 Pragmas = Callable[[For], "list[str]"]
+#: A C dialect's ``prints_vector_variables``: whether it prints the register tile allocated
+#: by an ``Allocate`` as vector variables, its loops over the tile unrolled into statements.
+VectorTiles = Callable[[Allocate], bool]
 
-__all__ = ["BufferNest", "Explanation", "LoopNote", "Pragmas", "describe_lowered", "describe_program", "explain"]
+__all__ = ["BufferNest", "Explanation", "LoopNote", "Pragmas", "VectorTiles", "describe_lowered", "describe_program",
+           "explain"]
+
+#: The note on a plain loop over a register tile that the printer unrolls (vector variables).
+UNROLLED_INTO_VECTORS = "unrolled by the printer: the tile is vector variables"
 
 
 @dataclass(frozen=True)
@@ -130,11 +141,13 @@ class _Collect(StmtVisitor):
     """One pre-order walk: loop names (as the IR printer gives them), the loop notes on the
     way down, each written buffer's deepest store, and where each buffer is allocated."""
 
-    def __init__(self, gpu: bool, pragmas: Pragmas | None, threads: int = 1):
+    def __init__(self, gpu: bool, pragmas: Pragmas | None, threads: int = 1, vector_tiles: VectorTiles | None = None):
         super().__init__()
         self.gpu = gpu
         self.threads = threads
         self.pragmas = pragmas
+        self.vector_tiles = vector_tiles
+        self.held: list[Buffer] = []  # the register tiles around, printed as vector variables
         self.names = NameTable()
         self.notes: list[LoopNote] = []  # the enclosing loops' notes, outermost first
         self.all: list[LoopNote] = []
@@ -157,6 +170,9 @@ class _Collect(StmtVisitor):
         trips = ir.max_trip_count(s.extent)
         tail = trips is not None and ir.const_int(s.extent) is None
         how, note = _how(s, trips, self.gpu, self.notes, self.pragmas)
+        if any(_indexes(s, tile) for tile in self.held):
+            how, note = ("vector", "") if s.kind == ir.VECTORIZED else (
+                "unrolled", "" if s.kind == ir.UNROLLED else UNROLLED_INTO_VECTORS)
         return LoopNote(name, trips, how, tail, note=note)
 
     def visit_Allocate(self, s: Allocate) -> None:
@@ -169,9 +185,15 @@ class _Collect(StmtVisitor):
         self.live_threads += size * at_once
         self.peak, self.peak_all = max(self.peak, self.live), max(self.peak_all, self.live_all)
         self.peak_threads = max(self.peak_threads, self.live_threads)
+        held = (not self.gpu and s.buffer.in_registers and self.vector_tiles is not None
+                and self.vector_tiles(s))
+        if held:
+            self.held.append(s.buffer)
         try:
             super().visit_Allocate(s)
         finally:
+            if held:
+                self.held.pop()
             self.live -= size
             self.live_all -= size * copies
             self.live_threads -= size * at_once
@@ -187,6 +209,17 @@ class _Collect(StmtVisitor):
                         for b, loops in self.nests.items())
         return Explanation(tuple(self.all), tuple(n for n in self.all if n.how == "parallel"), buffers,
                            self.peak, self.peak_all, self.peak_threads, self.threads)
+
+
+def _indexes(loop: For, tile: Buffer) -> bool:
+    """Whether ``loop``'s variable indexes ``tile`` in its body."""
+    for node in ir.walk(loop.body):
+        if isinstance(node, BufferStore):
+            accesses = [node] if node.buffer is tile else []
+            accesses += [e for e in post_order(node.value) if isinstance(e, BufferLoad) and e.buffer is tile]
+            if any(loop.var in free_vars(i) for a in accesses for i in a.indices):
+                return True
+    return False
 
 
 def _with_dtype(note: LoopNote, dtype: str) -> LoopNote:
@@ -229,12 +262,14 @@ def _how(s: For, trips: int | None, gpu: bool, outer: list[LoopNote],
     return "parallel", ""
 
 
-def explain(body: Stmt, gpu: bool = False, pragmas: Pragmas | None = None, threads: int = 1) -> Explanation:
+def explain(body: Stmt, gpu: bool = False, pragmas: Pragmas | None = None, threads: int = 1,
+            vector_tiles: VectorTiles | None = None) -> Explanation:
     """How the generated code runs each loop of ``body`` and which loops write each buffer,
     by the CPU dialect's rules (``gpu``: the CUDA dialect's); ``pragmas``: the loop pragmas of
     the CPU dialect that prints it, when it may differ from ``backends.cpu``'s; ``threads``:
-    the threads ``peak_bytes_threads`` counts."""
-    walk = _Collect(gpu, pragmas, threads)
+    the threads ``peak_bytes_threads`` counts; ``vector_tiles``: the dialect's
+    ``prints_vector_variables`` (None: every register tile described as an array)."""
+    walk = _Collect(gpu, pragmas, threads, vector_tiles)
     walk.visit(body)
     return walk.result()
 
@@ -261,18 +296,20 @@ def describe_program(program: GPUProgram) -> str:
     return "\n".join(lines)
 
 
-def describe_lowered(func: LoweredFunc | GPUProgram, pragmas: Pragmas | None = None) -> str:
+def describe_lowered(func: LoweredFunc | GPUProgram, pragmas: Pragmas | None = None,
+                     vector_tiles: VectorTiles | None = None) -> str:
     """What the generated code of ``func`` does, a few lines per written buffer.
 
     A function with thread-bound loops builds only as CUDA: it goes through the GPU
     passes (``GPUError`` when it cannot) and is described as kernels. Any other function
     is described as the CPU backend prints it (OpenMP for parallel loops); ``pragmas``: the
-    ``loop_pragmas`` of another CPU dialect (a target kind that prints loops otherwise)."""
+    ``loop_pragmas`` of another CPU dialect (a target kind that prints loops otherwise);
+    ``vector_tiles``: the dialect's ``prints_vector_variables``."""
     if isinstance(func, GPUProgram):
         return describe_program(func)
     if any(isinstance(s, For) and s.kind == ir.THREAD_BINDING for s in ir.walk(func.body)):
         return describe_program(lower_gpu(func))
-    what = explain(func.body, pragmas=pragmas)
+    what = explain(func.body, pragmas=pragmas, vector_tiles=vector_tiles)
     packed = [f"packed once, before any call: {p.source.name} into {func.params[p.param].name} "
               f"({_dims(func.params[p.param].shape)}), which the kernel takes in its place" for p in func.prepacks]
     return "\n".join([_parallel_line(what.parallel), _memory_line(what), *packed] + [str(n) for n in what.buffers])

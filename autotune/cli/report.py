@@ -69,18 +69,20 @@ def explain_config(task, config) -> tuple[list[str], list[str]]:
     except (ValueError, KeyError, TypeError) as exc:
         decisions = [f"cannot read the decisions of this config: {exc}"]
     try:
-        lowered = describe_lowered(task.lower(config), _loop_pragmas(task)).splitlines()
+        dialect = _dialect(task)
+        lowered = describe_lowered(task.lower(config), getattr(dialect, "loop_pragmas", None),
+                                   getattr(dialect, "prints_vector_variables", None)).splitlines()
     except (ValueError, KeyError, TypeError) as exc:
         lowered = [f"cannot lower this config: {exc}"]
     return decisions, lowered
 
 
-def _loop_pragmas(task):
-    """The ``loop_pragmas`` of the C dialect ``task``'s backend prints loops with, so that the
-    description follows that backend (None: a backend without one, such as cuda's)."""
+def _dialect(task):
+    """The C dialect ``task``'s backend prints loops with, so that the description follows
+    that backend (None: a backend without one, such as cuda's)."""
     from backends import backend_for
 
-    return getattr(getattr(backend_for(task.target), "target_dialect", None), "loop_pragmas", None)
+    return getattr(backend_for(task.target), "target_dialect", None)
 
 
 def explain_record(record, db=None) -> tuple[list[str], list[str]]:

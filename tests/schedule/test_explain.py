@@ -19,7 +19,8 @@ from backends import cpu
 from backends.cpu import CPUDialect, generate_source
 from schedule import describe_lowered, ir, lower
 from schedule.config import Config
-from schedule.explain import explain
+from schedule.explain import UNROLLED_INTO_VECTORS, _indexes, explain
+from schedule.printer import NameTable
 from schedule.space import ConfigSpace
 from te.expr import Const, Var
 
@@ -62,14 +63,23 @@ def source_loops(source: str) -> list[tuple[str, str, list[str]]]:
 
 def check_agrees_with_source(func: ir.LoweredFunc, dialect: CPUDialect | None = None) -> str:
     """Assert that the description of every loop of ``func`` matches the C the CPU backend
-    prints for it (with ``dialect``, when given), loop by loop; returns the source."""
+    prints for it (with ``dialect``, when given), loop by loop; returns the source.
+
+    The loops over a register tile the dialect prints as vector variables are described
+    (unrolled, or vector) but not printed as loops: those are checked to be the loops that
+    index such a tile, and a loop inside one that the printer unrolled is printed once per
+    unrolled iteration."""
+    pragmas = None if dialect is None else dialect.loop_pragmas  # None: explain's own CPU rules
+    dialect = dialect or backend_for("cpu").target_dialect
     bodies = [p.func.body for p in func.prepacks] + [func.body]  # the packing functions print first
-    if dialect is None:
-        source = backend_for("cpu").generate_source(func)
-        described = [note for body in bodies for note in explain(body).loops]
-    else:
-        source = generate_source(func, dialect)
-        described = [note for body in bodies for note in explain(body, pragmas=dialect.loop_pragmas).loops]
+    source = generate_source(func, dialect)
+    described = []
+    for body in bodies:
+        notes = explain(body, pragmas=pragmas, vector_tiles=dialect.prints_vector_variables).loops
+        loops = [s for s in ir.walk(body) if isinstance(s, ir.For)]
+        names = NameTable()
+        assert [names(loop.var) for loop in loops] == [n.name for n in notes]
+        described += _as_printed(body, dict(zip(loops, notes)), dialect, held=())
     printed = source_loops(source)
     assert len(described) == len(printed)
     for note, (name, extent, pragmas) in zip(described, printed):
@@ -86,6 +96,22 @@ def check_agrees_with_source(func: ir.LoweredFunc, dialect: CPUDialect | None = 
         assert (extent == str(note.trips)) == (not note.tail), (note, extent)
         assert name == note.name
     return source
+
+
+def _as_printed(s, notes: dict, dialect: CPUDialect, held: tuple) -> list:
+    """The notes of the loops of ``s`` in the order and number the C source prints them:
+    none for a loop over a register tile held in vector variables (``held``), the loops
+    inside an unrolled one once per iteration."""
+    if isinstance(s, ir.Allocate) and s.buffer.in_registers and dialect.prints_vector_variables(s):
+        held = held + (s.buffer,)
+    if isinstance(s, ir.For) and any(_indexes(s, tile) for tile in held):
+        note = notes[s]
+        assert (note.how, note.trips) == ("vector" if s.kind == ir.VECTORIZED else "unrolled", ir.const_int(s.extent))
+        assert note.note == ("" if s.kind in (ir.VECTORIZED, ir.UNROLLED) else UNROLLED_INTO_VECTORS), note
+        inner = [n for child in ir.child_stmts(s) for n in _as_printed(child, notes, dialect, held)]
+        return inner if s.kind == ir.VECTORIZED else inner * note.trips
+    own = [notes[s]] if isinstance(s, ir.For) else []
+    return own + [n for child in ir.child_stmts(s) for n in _as_printed(child, notes, dialect, held)]
 
 
 def test_parallel_decision_over_loops_of_one_iteration_is_described_serial():
@@ -248,3 +274,23 @@ def test_sibling_allocations_reuse_memory_and_a_function_of_arguments_needs_none
     assert on_threads == [800, 2 * 800, 8 * 800], "as many copies as threads, at most one per iteration"
     func = ir.LoweredFunc("kernel", (out,), ir.For(i, Const(64), ir.SERIAL, ir.BufferStore(out, (i,), Const(0.0, "float32"))))
     assert describe_lowered(func).splitlines()[1].startswith("intermediate memory: none")
+
+
+#: Two-row register tiles with no unroll budget: the rows loop is a plain loop in the IR.
+SERIAL_TILE_ROWS = {"C.tile.i": (1, 1, 2), "C.tile.j": (1, 1, 16), "C.rtile.k": 2, "C.at": "b",
+                    "C.parallel": 2, "C.unroll": 0, "C.pack": "block-panels:B"}
+
+
+def test_a_register_tile_in_vector_variables_is_described_unrolled_as_printed():
+    """The CPU dialect prints the 2x16 register tile as vector variables: its rows loop, a
+    plain loop in the IR, is unrolled in the C, and the description says so when given the
+    dialect's ``prints_vector_variables`` (without it, the tile is described as an array)."""
+    func = _lowered(_space(), SERIAL_TILE_ROWS)
+    dialect = backend_for("cpu").target_dialect
+    tile = next(line for line in describe_lowered(func, dialect.loop_pragmas, dialect.prints_vector_variables)
+                .splitlines() if line.startswith("C.local.acc "))
+    assert tile.endswith(f"> k_inner 2 > i_inner 2 (unrolled x2, {UNROLLED_INTO_VECTORS}) > j_inner 16 (vector x16 float32)")
+    as_array = next(line for line in describe_lowered(func).splitlines() if line.startswith("C.local.acc "))
+    assert as_array.endswith("> k_inner 2 > i_inner 2 > j_inner 16 (vector x16 float32)")
+    source = check_agrees_with_source(func)
+    assert "C_local_acc_v1" in source and "C_local_acc[" not in source

@@ -1,0 +1,306 @@
+"""A register tile printed as vector variables (GCC's vector extensions), not as an array.
+
+``promote_accumulators`` gives a micro-kernel its accumulators as a small array, ``acc``,
+that the C compiler is meant to keep in registers: copied in from the cache tile, updated
+at every step of the reduction loop, copied out. Whether gcc 12 does depends on how its
+vectorizer and its scalar replacement of the array happen to meet: for some tiles (a 6x16
+tile in a cache block of 22 tiles, a 3x16 tile in one of 1024^3's configs) it vectorized
+the update across the tile's rows, or not at all, and left the array in memory, with a
+scalar FMA, a load and a store per element (a quarter of the speed of the same tile in a
+block of 16; ``bench/RESULTS.md``). The cause is inside gcc's pass order and not
+something a schedule can avoid.
+
+So the tile is printed the way a hand-written micro-kernel is: one variable of a vector
+type per vector of the tile (``typedef float at_f32x8 __attribute__((vector_size(32)))``),
+the loops over its rows unrolled here, the loop across a row printed as one statement per
+vector, inputs read with unaligned vector loads (the ones a row shares are broadcast from
+a scalar, which the vector extension does for a scalar operand). Vector variables are
+values, so gcc keeps them in registers whatever it would have done with the array (and
+spills them, like any value, only when there are more than registers).
+
+It applies only where the tile is shaped for it, and otherwise the tile stays an array
+(``NotVectorizable``): every access to the tile in a vector loop of constant extent,
+whole vectors wide and running along the tile's last axis; every loop that indexes the
+tile of constant extent, to be unrolled; its values floats combined by ``+ - * /``. A
+tile with a variable number of rows (the tail of rows that do not divide the extent) is
+one that stays an array.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from te import dtypes
+from te.expr import Binary, Const, Expr, Var, free_vars, post_order, substitute
+from schedule import ir
+from schedule.ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, Seq, Stmt
+from schedule.passes.ir_tools import subst_stmt
+from schedule.simplify import linearize, simplify
+from .c_family import PrintedStmt
+
+#: The element types a tile of vector variables may hold (C's vector extension has no
+#: half-precision arithmetic on these targets, and integer tiles do not occur).
+VECTOR_DTYPES = ("float32", "float64")
+#: The narrowest vector (bytes) worth a variable: SSE's 128 bits.
+MIN_VECTOR_BYTES = 16
+#: The most vector variables a tile may become; a tile this large spills either way.
+MAX_VECTORS = 64
+#: The most times a loop over the tile's rows is unrolled here.
+MAX_UNROLL = 64
+#: Operators the vector extension applies element-wise (``min``/``max`` it does not).
+VECTOR_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+class NotVectorizable(Exception):
+    """The tile is not shaped for vector variables; it is printed as an array."""
+
+
+@dataclass(frozen=True)
+class VectorType:
+    """A vector of ``lanes`` elements of ``dtype``, by its two C names: ``name`` for the
+    tile's variables and ``unaligned`` for loads and stores through a pointer to any element
+    (aligned to one element, allowed to alias it, as the intrinsics' ``__m256_u`` is)."""
+
+    dtype: str
+    lanes: int
+
+    @property
+    def name(self) -> str:
+        return f"at_{'f32' if self.dtype == 'float32' else 'f64'}x{self.lanes}"
+
+    @property
+    def unaligned(self) -> str:
+        return self.name + "_u"
+
+    def typedefs(self, ctype: str) -> str:
+        nbytes = self.lanes * dtypes.nbytes(self.dtype)
+        return (f"typedef {ctype} {self.name} __attribute__((vector_size({nbytes})));\n"
+                f"typedef {ctype} {self.unaligned} __attribute__((vector_size({nbytes}), "
+                f"aligned({dtypes.nbytes(self.dtype)}), may_alias));")
+
+
+# A vector expression, checked when the tile is rewritten and printed later, once the
+# printer knows the names and ranges of the loops around it:
+#   ("tile", k)                 the tile's k-th vector variable
+#   ("load", buffer, indices)   a vector read from ``buffer`` at ``indices`` onwards
+#   ("scalar", expr)            a value the vector's lanes share, broadcast
+#   ("bin", op, a, b)           a C operator applied lane by lane
+
+
+@dataclass(frozen=True, eq=False)
+class LoopName(PrintedStmt):
+    """Where a loop the rewrite unrolled was: its variable takes its name here, as when the
+    loop is printed, so that every later loop keeps the name ``str(func)`` gives it."""
+
+    var: Var
+
+    def print_c(self, printer) -> None:
+        printer.names(self.var)
+
+
+@dataclass(frozen=True, eq=False)
+class VectorAssign(PrintedStmt):
+    """One vector of a tile's statement: ``target`` (("tile", k) or ("store", buffer,
+    indices)) takes ``value`` (a vector expression)."""
+
+    vtype: VectorType
+    tile: "TileVariables"
+    target: tuple
+    value: tuple
+
+    def print_c(self, printer) -> None:
+        value = self._expr(printer, self.value)
+        if self.value[0] == "scalar":
+            value = f"({value} - ({self.vtype.name}){{}})"  # broadcast: x - 0 is x, -0.0 too
+        if self.target[0] == "tile":
+            printer.emit(f"{self.tile.variable(printer, self.target[1])} = {value};")
+        else:
+            _, buf, indices = self.target
+            address = f"&{printer.buffer_name(buf)}[{printer.flat_index(buf, indices, write=True)}]"
+            printer.emit(f"*({self.vtype.unaligned}*){address} = {value};")
+
+    def _expr(self, printer, v: tuple) -> str:
+        kind = v[0]
+        if kind == "tile":
+            return self.tile.variable(printer, v[1])
+        if kind == "load":
+            _, buf, indices = v
+            return f"(*(const {self.vtype.unaligned}*)&{printer.buffer_name(buf)}[{printer.flat_index(buf, indices)}])"
+        if kind == "scalar":
+            return printer.expr(v[1])
+        _, op, a, b = v
+        return f"({self._expr(printer, a)} {VECTOR_OPS[op]} {self._expr(printer, b)})"
+
+
+class TileVariables:
+    """The vector variables that hold a tile ``buffer``: ``count`` of them, named after it."""
+
+    def __init__(self, buffer: Buffer, count: int):
+        self.vars = [Var(f"{buffer.name}_v{k}", buffer.dtype) for k in range(count)]
+
+    def variable(self, printer, k: int) -> str:
+        return printer.names(self.vars[k])
+
+
+@dataclass(frozen=True, eq=False)
+class VectorTile(PrintedStmt):
+    """The scope of a register tile held in vector variables: their declaration, then
+    ``body`` (the tile's statements, rewritten)."""
+
+    vtype: VectorType
+    tile: TileVariables
+    body: Stmt
+
+    def print_c(self, printer) -> None:
+        printer.helper(self.vtype.name, self.vtype.typedefs(printer.ctype(self.vtype.dtype)))
+        names = ", ".join(self.tile.variable(printer, k) for k in range(len(self.tile.vars)))
+        printer.emit("{")
+        printer.depth += 1
+        printer.emit(f"{self.vtype.name} {names};")
+        printer.stmt(self.body)
+        printer.depth -= 1
+        printer.emit("}")
+
+
+def vector_tile(alloc: Allocate, vector_bits: int) -> VectorTile:
+    """``alloc`` (the scope of a register tile) as a ``VectorTile`` for vectors of up to
+    ``vector_bits``; raises ``NotVectorizable`` where the tile is not shaped for it."""
+    return _Rewriter(alloc.buffer, vector_bits).rewrite(alloc)
+
+
+class _Rewriter:
+    def __init__(self, buffer: Buffer, vector_bits: int):
+        if buffer.dtype not in VECTOR_DTYPES:
+            raise NotVectorizable(f"{buffer.dtype} tile")
+        self.buffer = buffer
+        self.vector_bits = vector_bits
+
+    def rewrite(self, alloc: Allocate) -> VectorTile:
+        lanes = self._lanes(alloc.body)
+        count = self.buffer.size // lanes
+        if count > MAX_VECTORS:
+            raise NotVectorizable(f"{count} vectors")
+        self.vtype = VectorType(self.buffer.dtype, lanes)
+        self.tile = TileVariables(self.buffer, count)
+        self.lane = Var("lane")
+        return VectorTile(self.vtype, self.tile, self._stmt(alloc.body))
+
+    def _lanes(self, body: Stmt) -> int:
+        """The widest vector, up to the target's, that every vector loop over the tile is a
+        whole number of, and that divides the tile."""
+        extents = [ir.const_int(loop.extent) for loop in ir.walk(body)
+                   if isinstance(loop, For) and loop.kind == ir.VECTORIZED and self._indexes(loop)]
+        if not extents or None in extents:
+            raise NotVectorizable("a vector loop over the tile of variable extent, or none")
+        nbytes = dtypes.nbytes(self.buffer.dtype)
+        lanes = self.vector_bits // (8 * nbytes)
+        while lanes * nbytes >= MIN_VECTOR_BYTES:
+            if all(e % lanes == 0 for e in extents) and self.buffer.size % lanes == 0:
+                return lanes
+            lanes //= 2
+        raise NotVectorizable(f"vector loops of {extents} elements")
+
+    # ---------------------------------------------------------------- statements
+
+    def _accesses(self, s: Stmt) -> list:
+        """The tile's stores and loads in ``s``."""
+        out = []
+        for node in ir.walk(s):
+            if isinstance(node, BufferStore):
+                if node.buffer is self.buffer:
+                    out.append(node)
+                out += [e for e in post_order(node.value) if isinstance(e, BufferLoad) and e.buffer is self.buffer]
+            elif isinstance(node, (For, IfThenElse)):
+                expr = node.extent if isinstance(node, For) else node.condition
+                if any(isinstance(e, BufferLoad) and e.buffer is self.buffer for e in post_order(expr)):
+                    raise NotVectorizable("the tile read in a loop bound or condition")
+        return out
+
+    def _indexes(self, loop: For) -> bool:
+        return any(loop.var in free_vars(i) for a in self._accesses(loop.body) for i in a.indices)
+
+    def _stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, Seq):
+            return Seq(tuple(self._stmt(x) for x in s.stmts))
+        if isinstance(s, IfThenElse):
+            return IfThenElse(s.condition, self._stmt(s.then_case),
+                              None if s.else_case is None else self._stmt(s.else_case))
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, self._stmt(s.body))
+        if isinstance(s, BufferStore):
+            if self._accesses(s):
+                raise NotVectorizable("the tile accessed outside a vector loop")
+            return s
+        if not isinstance(s, For) or not self._accesses(s.body):
+            return s
+        if self._indexes(s):
+            return self._vector_loop(s) if s.kind == ir.VECTORIZED else self._unrolled(s)
+        if s.kind != ir.SERIAL and s.kind != ir.UNROLLED:
+            raise NotVectorizable(f"a {s.kind} loop around the tile's statements")
+        return replace(s, body=self._stmt(s.body))
+
+    def _unrolled(self, loop: For) -> Stmt:
+        n = ir.const_int(loop.extent)
+        if n is None or n > MAX_UNROLL:
+            raise NotVectorizable(f"loop {loop.var.name} over the tile cannot be unrolled")
+        return ir.seq(LoopName(loop.var),
+                      *[self._stmt(subst_stmt(loop.body, {loop.var: Const(i)}, simplify=True)) for i in range(n)])
+
+    def _vector_loop(self, loop: For) -> Stmt:
+        stores = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
+        if not all(isinstance(s, BufferStore) for s in stores):
+            raise NotVectorizable("a vector loop over the tile holds more than stores")
+        lanes = self.vtype.lanes
+        out = []
+        for first in range(0, ir.const_int(loop.extent), lanes):
+            at = Binary("add", Const(first), self.lane, dtypes.INDEX_DTYPE)
+            for store in stores:
+                store = subst_stmt(store, {loop.var: at}, simplify=True)
+                out.append(VectorAssign(self.vtype, self.tile, self._target(store), self._value(store.value)))
+        return ir.seq(LoopName(loop.var), *out)
+
+    # ---------------------------------------------------------------- accesses
+
+    def _vector_access(self, buf: Buffer, indices) -> tuple:
+        """("tile", k) or (kind, buf, indices at lane 0) for a contiguous access across the
+        lanes; raises for any other."""
+        flat: Expr = Const(0)
+        stride = 1
+        for index, extent in reversed(list(zip(indices, buf.shape))):
+            flat = flat + index * stride
+            stride *= extent
+        flat = simplify(flat)
+        step = 0
+        for term, coefficient in linearize(flat).terms.values():
+            if term is self.lane:
+                step = coefficient
+            elif self.lane in free_vars(term):
+                raise NotVectorizable(f"{buf.name} indexed non-linearly across the lanes")
+        if step != 1:
+            raise NotVectorizable(f"{buf.name} read or written at a stride of {step} across the lanes")
+        at_first_lane = tuple(simplify(substitute(i, {self.lane: 0})) for i in indices)
+        if buf is not self.buffer:
+            return ("memory", buf, at_first_lane)
+        offset = ir.const_int(simplify(substitute(flat, {self.lane: 0})))
+        if offset is None or offset % self.vtype.lanes:
+            raise NotVectorizable("the tile indexed by a loop that was not unrolled, or across vectors")
+        return ("tile", offset // self.vtype.lanes)
+
+    def _target(self, store: BufferStore) -> tuple:
+        if store.buffer.dtype != self.buffer.dtype:
+            raise NotVectorizable(f"a store of {store.buffer.dtype}")
+        access = self._vector_access(store.buffer, store.indices)
+        return access if access[0] == "tile" else ("store", *access[1:])
+
+    def _value(self, e: Expr) -> tuple:
+        if e.dtype != self.buffer.dtype:
+            raise NotVectorizable(f"a {e.dtype} value")
+        if self.lane not in free_vars(e):
+            if any(isinstance(n, BufferLoad) and n.buffer is self.buffer for n in post_order(e)):
+                raise NotVectorizable("one element of the tile read across the lanes")
+            return ("scalar", e)
+        if isinstance(e, BufferLoad):
+            access = self._vector_access(e.buffer, e.indices)
+            return access if access[0] == "tile" else ("load", *access[1:])
+        if isinstance(e, Binary) and e.op in VECTOR_OPS:
+            return ("bin", e.op, self._value(e.a), self._value(e.b))
+        raise NotVectorizable(f"{type(e).__name__} across the lanes")

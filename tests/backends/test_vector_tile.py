@@ -1,0 +1,144 @@
+"""A register tile printed as vector variables (``backends.vector_tile``): which tiles become
+variables and of what vector type, which stay arrays, and that the kernels compute the
+product (``check`` runs each against NumPy)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import backends
+import schedule
+import te
+from backends import cpu, vector_tile
+from schedule import ir
+from schedule.ir import Allocate, Buffer, BufferLoad, BufferStore, For
+from sched_helpers import check
+from te.expr import Binary, Const, Var
+
+
+def _tiled_matmul(rows: int, columns: int, m: int = 12, n: int = 32, k: int = 24, dtype: str = "float32",
+                  across_rows: bool = False):
+    """A matmul with a ``rows`` x ``columns`` register tile: rows unrolled, columns
+    vectorized (``across_rows``: the other way round, so the vector loop reads A at a
+    stride)."""
+    wl = te.create_workload("matmul", M=m, N=n, K=k, dtype=dtype)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*C.op.axis, rows, columns)
+    s[CL].compute_at(s[C], jo)
+    i, j = s[CL].op.axis
+    (kk,) = s[CL].op.reduce_axis
+    unrolled, vector = (j, i) if across_rows else (i, j)
+    s[CL].reorder(kk, unrolled, vector)
+    s[CL].unroll(unrolled)
+    s[CL].vectorize(vector)
+    return s, wl
+
+
+def _declared_vectors(source: str) -> list[tuple[str, int]]:
+    """(vector type, number of variables) of every tile declared as vector variables."""
+    return [(m.group(1), len(m.group(2).split(","))) for m in re.finditer(r"(at_f\d+x\d+) (C_local_acc_v0[^;]*);", source)]
+
+
+@pytest.mark.parametrize("rows, columns, dtype, vector", [
+    (4, 16, "float32", "at_f32x8"),   # two vectors a row on AVX2 and wider
+    (3, 4, "float32", "at_f32x4"),    # narrower than the machine's vector: SSE's 128 bits
+    (3, 8, "float64", "at_f64x4"),
+])
+def test_a_whole_register_tile_is_held_in_vector_variables(rows, columns, dtype, vector):
+    s, wl = _tiled_matmul(rows, columns, m=4 * rows, n=2 * columns, dtype=dtype)
+    source = check(s, wl).source
+    lanes = int(vector.split("x")[1])
+    assert _declared_vectors(source) == [(vector, rows * columns // lanes)], source
+    assert "C_local_acc[" not in source, source  # no array left for gcc to keep in memory
+    ctype, nbytes = ("float", 4) if dtype == "float32" else ("double", 8)
+    assert f"typedef {ctype} {vector} __attribute__((vector_size({lanes * nbytes})));" in source
+
+
+@pytest.mark.parametrize("columns, target, vector", [
+    (16, "cpu:avx512", ("at_f32x16", 4)),
+    (8, "cpu:avx512", ("at_f32x8", 4)),    # half of a 512-bit vector: the widest that fits
+    (16, "cpu:avx2", ("at_f32x8", 8)),
+])
+def test_the_vector_type_follows_the_target(columns, target, vector):
+    s, wl = _tiled_matmul(4, columns, m=8, n=2 * columns)
+    source = backends.backend_for(target).generate_source(schedule.lower(s, wl.args))
+    assert _declared_vectors(source) == [vector], source
+
+
+def test_a_tail_of_rows_stays_an_array_beside_the_whole_tiles():
+    """14 rows in tiles of 4: whole tiles are vector variables, the last two rows (a
+    variable number of them) an array."""
+    s, wl = _tiled_matmul(4, 16, m=14)
+    source = check(s, wl).source
+    assert _declared_vectors(source) == [("at_f32x8", 8)], source
+    assert re.search(r"float C_local_acc\[64\] __attribute__", source), source
+
+
+@pytest.mark.parametrize("rows, columns, across_rows", [
+    (4, 2, False),   # a row of two floats: narrower than any vector register
+    (8, 8, True),    # the vector loop runs across rows and reads A at a stride
+])
+def test_tiles_not_shaped_for_vectors_stay_arrays(rows, columns, across_rows):
+    s, wl = _tiled_matmul(rows, columns, m=2 * rows, n=4 * columns, across_rows=across_rows)
+    source = check(s, wl).source
+    assert _declared_vectors(source) == [], source
+    assert "C_local_acc[" in source, source
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 assembly")
+def test_the_update_of_vector_variables_compiles_to_packed_fmas_only(tmp_path):
+    """A 3x16 tile (a shape for which gcc 12 once left the array in memory and multiplied
+    element by element): every FMA of the kernel is a packed one on whole AVX2 registers."""
+    s, wl = _tiled_matmul(3, 16, m=12, n=32, k=64)
+    src, asm = tmp_path / "k.c", tmp_path / "k.s"
+    src.write_text(backends.backend_for("cpu:avx2").generate_source(schedule.lower(s, wl.args)))
+    flags = [f for f in backends.backend_for("cpu:avx2").flags if f not in ("-shared", "-fPIC")]
+    subprocess.run([cpu.CC, *flags, "-S", str(src), "-o", str(asm)], check=True)
+    fmas = [line.split()[0] for line in asm.read_text().splitlines() if re.match(r"\s*vfn?m(add|sub)", line)]
+    assert fmas and all(f.endswith("ps") for f in fmas), fmas
+    assert all("ymm" in line for line in asm.read_text().splitlines() if re.match(r"\s*vfn?m(add|sub)", line))
+
+
+# ---------------------------------------------------------------- the rewriter on its own
+
+
+def _tile_scope(value_of, extent=Const(8), kind=ir.VECTORIZED):
+    """A register tile of 8 floats set by one vector loop: ``acc[j] = value_of(acc, x, j)``."""
+    acc = Buffer("acc", (8,), "float32", "local", in_registers=True)
+    x = Buffer("x", (8,), "float32", "global")
+    j = Var("j")
+    store = BufferStore(acc, (j,), value_of(acc, x, j))
+    return Allocate(acc, For(j, extent, kind, store))
+
+
+def _load(buf, *indices):
+    return BufferLoad(buf, tuple(indices), buf.dtype)
+
+
+def test_the_rewriter_turns_a_vector_loop_into_one_statement_per_vector():
+    tile = vector_tile.vector_tile(_tile_scope(lambda acc, x, j: Binary("add", _load(acc, j), _load(x, j), "float32")), 256)
+    assert tile.vtype == vector_tile.VectorType("float32", 8)
+    name, update = tile.body.stmts  # the loop's variable keeps its name, then one vector
+    assert isinstance(name, vector_tile.LoopName) and name.var.name == "j"
+    assert update.target == ("tile", 0)
+    assert update.value[0] == "bin" and update.value[2] == ("tile", 0) and update.value[3][0] == "load"
+    halves = vector_tile.vector_tile(_tile_scope(lambda acc, x, j: _load(x, j)), 128)  # SSE: two vectors
+    assert [s.target for s in halves.body.stmts[1:]] == [("tile", 0), ("tile", 1)]
+
+
+@pytest.mark.parametrize("value_of, extent, kind, why", [
+    (lambda acc, x, j: Binary("max", _load(acc, j), _load(x, j), "float32"), Const(8), ir.VECTORIZED, "Binary"),
+    (lambda acc, x, j: _load(x, Const(7) - j), Const(8), ir.VECTORIZED, "stride of -1"),
+    (lambda acc, x, j: _load(x, j), Var("n"), ir.VECTORIZED, "variable extent"),
+    (lambda acc, x, j: Binary("add", _load(x, j), _load(acc, Const(0)), "float32"), Const(8), ir.VECTORIZED,
+     "one element of the tile"),
+    (lambda acc, x, j: _load(x, j), Const(8), ir.SERIAL, "variable extent, or none"),
+])
+def test_the_rewriter_refuses_what_vectors_cannot_hold(value_of, extent, kind, why):
+    with pytest.raises(vector_tile.NotVectorizable, match=why):
+        vector_tile.vector_tile(_tile_scope(value_of, extent, kind), 256)
