@@ -178,6 +178,7 @@ class CSourcePrinter:
         self.wide = wide
         self.index_ctype = "int64_t" if wide else "int32_t"
         self.needs_wide = False  # set when int32 index arithmetic could overflow
+        self.uses_math = False  # set when a math function or INFINITY/NAN is printed: the source needs math.h
         self.names = NameTable(reserved=C_RESERVED)
         self.buffer_names: dict[Buffer, str] = {}
         self.bounds: dict[Var, tuple[int, int]] = {}
@@ -225,7 +226,10 @@ class CSourcePrinter:
         return self.names(e)
 
     def _Const(self, e: Const) -> str:
-        return _literal(e, self.dialect.types)
+        text = _literal(e, self.dialect.types)
+        if "INFINITY" in text or "NAN" in text:
+            self.uses_math = True
+        return text
 
     def _wrap_narrow(self, text: str, dtype: str) -> str:
         if dtypes.is_int(dtype) and dtypes.bits(dtype) < 32:
@@ -280,6 +284,7 @@ class CSourcePrinter:
         return f"(({self.ctype(e.dtype)})({self.expr(e.value)}))"
 
     def _math_call(self, func: str, args: list[str], dtype: str) -> str:
+        self.uses_math = True
         base = {"pow": "powf"}.get(func) or _MATH_FLOAT32[func]
         if dtype == "float64":
             base = {"fabsf": "fabs"}.get(base, base[:-1])

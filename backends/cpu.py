@@ -41,9 +41,12 @@ CC = os.environ.get("CC", "gcc")
 
 
 def cflags(isa_flags: tuple[str, ...] = ("-march=native",), openmp: bool = True) -> tuple[str, ...]:
-    """gcc's flags around the ISA flags of a target's facts (``-march=native`` by default)."""
+    """gcc's flags around the ISA flags of a target's facts (``-march=native`` by default).
+    A call to an undeclared function is an error (a math function used without ``math.h``,
+    which ``generate_source`` includes only where one is called, would otherwise compile
+    to a scalar call and no vector variant)."""
     return ("-O3", *isa_flags, "-ffast-math", "-fno-finite-math-only", *(("-fopenmp",) if openmp else ()),
-            "-fwrapv", "-std=gnu11", "-shared", "-fPIC")
+            "-fwrapv", "-std=gnu11", "-Werror=implicit-function-declaration", "-shared", "-fPIC")
 
 
 #: Linked into every kernel: libm, whose linker script brings glibc's libmvec when a vector variant is called.
@@ -54,7 +57,9 @@ CFLAGS = cflags(host_cpu_facts().isa_flags)
 #: lanes and the like) only under ``__FAST_MATH__``, which ``-fno-finite-math-only``
 #: leaves undefined; without them every vectorized loop calling ``expf`` calls it one
 #: lane at a time. The macro is defined around ``math.h`` alone, where it changes nothing else.
-PREAMBLE = """#if defined(__x86_64__) && !defined(__FAST_MATH__)
+#: Included only in a source that uses ``math.h`` (``CSourcePrinter.uses_math``): parsing it
+#: is about a tenth of gcc's time on a matmul kernel, paid by every candidate.
+MATH_PREAMBLE = """#if defined(__x86_64__) && !defined(__FAST_MATH__)
 #define __FAST_MATH__ 1
 #define AT_VECTOR_MATH_DECLARED 1
 #endif
@@ -62,7 +67,8 @@ PREAMBLE = """#if defined(__x86_64__) && !defined(__FAST_MATH__)
 #ifdef AT_VECTOR_MATH_DECLARED
 #undef __FAST_MATH__
 #endif
-#include <stdbool.h>
+"""
+PREAMBLE = """#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 """
@@ -256,13 +262,16 @@ def generate_source(func: LoweredFunc, dialect: Dialect | None = None) -> str:
     dialect = dialect or CPUDialect()
     helpers: dict[str, str] = {}
     bodies = []
+    uses_math = False
     for f in [p.func for p in func.prepacks] + [func]:
         printer = CSourcePrinter(dialect)
         bodies.append(printer.function(f)[1])
         helpers.update(printer.helpers)
+        uses_math |= printer.uses_math
     helper_text = "\n".join(helpers[k] for k in sorted(helpers))
     table = [prepack_table(func)] if func.prepacks else []
-    return "\n".join(part for part in (PREAMBLE, helper_text, *bodies, *table) if part) + "\n"
+    preamble = (MATH_PREAMBLE if uses_math else "") + PREAMBLE
+    return "\n".join(part for part in (preamble, helper_text, *bodies, *table) if part) + "\n"
 
 
 # ---------------------------------------------------------------- inputs packed at build time

@@ -295,7 +295,8 @@ def test_source_without_annotations_has_no_pragmas_but_the_reduction_fold():
     src = backends.build(schedule.create_schedule(wl.outputs[0]), wl.args).source
     pragmas = [line.strip() for line in src.splitlines() if "#pragma" in line]
     assert pragmas == ["#pragma omp simd reduction(+:C_acc)"]  # the k loop folds into a scalar
-    assert "#include <math.h>" in src
+    assert "#include <math.h>" not in src  # no math function: gcc need not parse the header
+    assert "#include <stdint.h>" in src
     assert "void kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C) {" in src
 
 
@@ -625,6 +626,25 @@ def test_max_min_reductions_start_from_the_dtype_extremes(dtype):
         assert (y == -np.inf).all() and (z == -np.inf).all()
         y, z = reduce(np.full((5, 7), np.inf, dtype))
         assert (y == np.inf).all() and (z == np.inf).all()
+
+
+def test_math_h_is_included_where_a_math_function_or_infinity_is_printed(tmp_path):
+    """gcc parses ``math.h`` only for sources that need it; a source that calls a function
+    nothing declares fails to build instead of calling a scalar stand-in."""
+    X = te.placeholder((6, 5), "float32", name="X")
+    k = te.reduce_axis((0, 5), name="k")
+    kernels = {
+        "exp": [te.compute((6, 5), lambda i, j: te.exp(X[i, j]), name="Y")],
+        "max": [te.compute((6,), lambda i: te.max(X[i, k], axis=k), name="Y")],  # starts from -INFINITY
+        "add": [te.compute((6, 5), lambda i, j: X[i, j] + 1.0, name="Y")],
+    }
+    for name, outs in kernels.items():
+        source = check(schedule.create_schedule(outs), workload([X, *outs])).source
+        assert ("#include <math.h>" in source) == (name != "add"), (name, source)
+    undeclared = tmp_path / "k.c"
+    undeclared.write_text("float f(float x) { return not_declared_anywhere(x); }\n")
+    with pytest.raises(backends.BuildError, match="implicit declaration"):
+        cpu.compile_source(undeclared.read_text())
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
