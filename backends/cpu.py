@@ -34,8 +34,8 @@ from schedule.targets.cpu import bare_model_name, host_cpu_facts
 from .c_family import STACK_BYTES, CSourcePrinter, Dialect
 from .errors import BuildError, BuildTimeout
 from .process import process_alive, run_group
-from .vector_tile import NotVectorizable, vector_tile
 from .registry import Backend, BackendInfo
+from .vector_tile import NotVectorizable, vector_tile
 
 CC = os.environ.get("CC", "gcc")
 
@@ -87,7 +87,9 @@ class CPUDialect(Dialect):
     """C for gcc: OpenMP for parallel and SIMD loops, GCC's unroll pragma, 64-bit indices.
 
     ``vector_bits``: the width gcc vectorizes at (the target's; None: this machine's, the
-    width of plain ``cpu``), which the register-tile rules of ``loop_pragmas`` depend on."""
+    width of plain ``cpu``), which the register-tile rules of ``loop_pragmas`` and the
+    vector variables of ``register_tile`` depend on. ``vector_variables``: print a register
+    tile shaped for it as vector variables (False: as an array, for comparisons)."""
 
     wide_index: bool = True
     vector_bits: int | None = None
