@@ -142,3 +142,18 @@ def test_the_rewriter_turns_a_vector_loop_into_one_statement_per_vector():
 def test_the_rewriter_refuses_what_vectors_cannot_hold(value_of, extent, kind, why):
     with pytest.raises(vector_tile.NotVectorizable, match=why):
         vector_tile.vector_tile(_tile_scope(value_of, extent, kind), 256)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 assembly")
+def test_an_avx512_tile_compiles_to_fmas_on_zmm_registers(tmp_path):
+    """On an AVX-512 target a 16-float row is one 512-bit variable, and gcc keeps it whole
+    (compiled to assembly only, so any x86 machine checks it)."""
+    backend = backends.backend_for("cpu:avx512")
+    s, wl = _tiled_matmul(4, 32, m=8, n=64, k=64)
+    src, asm = tmp_path / "k.c", tmp_path / "k.s"
+    src.write_text(backend.generate_source(schedule.lower(s, wl.args)))
+    assert _declared_vectors(src.read_text()) == [("at_f32x16", 8)]
+    flags = [f for f in backend.flags if f not in ("-shared", "-fPIC")]
+    subprocess.run([cpu.CC, *flags, "-S", str(src), "-o", str(asm)], check=True)
+    fmas = [line for line in asm.read_text().splitlines() if re.match(r"\s*vfn?m(add|sub)", line)]
+    assert fmas and all("ps" in f.split()[0] and "zmm" in f for f in fmas), fmas
