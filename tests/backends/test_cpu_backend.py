@@ -12,7 +12,7 @@ import backends
 import schedule
 import te
 from backends import cpu
-from sched_helpers import check, run, tensor, workload
+from sched_helpers import check, register_tile_matmul, run, tensor, workload
 
 
 @pytest.fixture(scope="module")
@@ -215,18 +215,7 @@ def _register_tile_source(columns: int, target: str, across_rows: bool = False) 
     """The C source, for ``target``, of a matmul whose 8-row register tile is ``columns``
     floats wide: rows unrolled by the schedule, columns vectorized (``across_rows``: the
     other way round, so the vector loop reads A at a stride)."""
-    wl = te.create_workload("matmul", M=16, N=2 * columns, K=32)
-    C = wl.outputs[0]
-    s = schedule.create_schedule(C)
-    CL = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(*C.op.axis, 8, columns)
-    s[CL].compute_at(s[C], jo)
-    i, j = s[CL].op.axis
-    (k,) = s[CL].op.reduce_axis
-    unrolled, vector = (j, i) if across_rows else (i, j)
-    s[CL].reorder(k, unrolled, vector)
-    s[CL].unroll(unrolled)
-    s[CL].vectorize(vector)
+    s, wl = register_tile_matmul(8, columns, m=16, n=2 * columns, across_rows=across_rows)
     return backends.backend_for(target).generate_source(schedule.lower(s, wl.args))
 
 

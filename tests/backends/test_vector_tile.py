@@ -11,32 +11,17 @@ import pytest
 
 import backends
 import schedule
-import te
 from backends import cpu, vector_tile
 from schedule import ir
 from schedule.ir import Allocate, Buffer, BufferLoad, BufferStore, For
-from sched_helpers import check
+from sched_helpers import check, register_tile_matmul
 from te.expr import Binary, Const, Var
 
 
 def _tiled_matmul(rows: int, columns: int, m: int = 12, n: int = 32, k: int = 24, dtype: str = "float32",
                   across_rows: bool = False):
-    """A matmul with a ``rows`` x ``columns`` register tile: rows unrolled, columns
-    vectorized (``across_rows``: the other way round, so the vector loop reads A at a
-    stride)."""
-    wl = te.create_workload("matmul", M=m, N=n, K=k, dtype=dtype)
-    C = wl.outputs[0]
-    s = schedule.create_schedule(C)
-    CL = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(*C.op.axis, rows, columns)
-    s[CL].compute_at(s[C], jo)
-    i, j = s[CL].op.axis
-    (kk,) = s[CL].op.reduce_axis
-    unrolled, vector = (j, i) if across_rows else (i, j)
-    s[CL].reorder(kk, unrolled, vector)
-    s[CL].unroll(unrolled)
-    s[CL].vectorize(vector)
-    return s, wl
+    """A matmul with a ``rows`` x ``columns`` register tile (``register_tile_matmul``)."""
+    return register_tile_matmul(rows, columns, m, n, k, dtype, across_rows)
 
 
 def _declared_vectors(source: str) -> list[tuple[str, int]]:

@@ -99,6 +99,26 @@ def check(s: schedule.Schedule, wl: te.Workload, seed: int = 0, length: int | No
     return module
 
 
+def register_tile_matmul(rows: int, columns: int, m: int, n: int, k: int = 32, dtype: str = "float32",
+                         across_rows: bool = False) -> tuple[schedule.Schedule, te.Workload]:
+    """A matmul whose output is computed in ``rows`` x ``columns`` register tiles (a local
+    cache-write stage, promoted to registers): rows unrolled, columns vectorized
+    (``across_rows``: the other way round, so the vector loop reads A at a stride)."""
+    wl = te.create_workload("matmul", M=m, N=n, K=k, dtype=dtype)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*C.op.axis, rows, columns)
+    s[CL].compute_at(s[C], jo)
+    i, j = s[CL].op.axis
+    (kk,) = s[CL].op.reduce_axis
+    unrolled, vector = (j, i) if across_rows else (i, j)
+    s[CL].reorder(kk, unrolled, vector)
+    s[CL].unroll(unrolled)
+    s[CL].vectorize(vector)
+    return s, wl
+
+
 def tensor(wl_or_outputs, name: str) -> te.Tensor:
     """The tensor called ``name`` in the DAG behind a workload's (or a list of) outputs."""
     outputs = wl_or_outputs.outputs if isinstance(wl_or_outputs, te.Workload) else wl_or_outputs
