@@ -36,10 +36,9 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from te import dtypes
-
-from . import ir
 from te.expr import free_vars, post_order
 
+from . import ir
 from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, LoweredFunc, Stmt
 from .passes import GPUProgram, StmtVisitor, lower_gpu
 from .printer import NameTable
