@@ -313,12 +313,7 @@ class CSourcePrinter:
         self._note_buffer(buf)
         if self.dialect.index_check is not None:
             return self._checked_flat_index(buf, indices)
-        flat: Expr = Const(0)
-        stride = 1
-        for idx, extent in reversed(list(zip(indices, buf.shape))):
-            flat = flat + idx * stride
-            stride *= extent
-        flat = simplify(flat, self.bounds)
+        flat = simplify(ir.flat_index(buf, indices), self.bounds)
         self._note_range(flat)
         return self.expr(flat)
 

@@ -147,7 +147,7 @@ class CPUDialect(Dialect):
                 return ["#pragma GCC ivdep"] + (["#pragma GCC unroll 1"] if self._one_vector_of_tile(loop) else [])
             return ["#pragma omp simd"]
         if loop.kind == ir.UNROLLED:
-            if _indexes_register_tile(loop) and any(
+            if ir.indexes_register_tile(loop) and any(
                     self._one_vector_of_tile(inner) for inner in ir.walk(loop.body) if isinstance(inner, For)):
                 return [ROWS_LEFT_TO_GCC]  # see _one_vector_of_tile
             n = ir.max_trip_count(loop.extent)
@@ -178,7 +178,7 @@ class CPUDialect(Dialect):
         in ``bench/RESULTS.md``; ``bench/register_tiles.py --rule one-vector`` times it."""
         if loop.kind != ir.VECTORIZED or not isinstance(loop.extent, Const):
             return False
-        updates = [store for store in _register_tile_accesses(loop.body) if isinstance(store, ir.BufferStore)
+        updates = [store for store in ir.register_tile_accesses(loop.body) if isinstance(store, ir.BufferStore)
                    and any(isinstance(e, ir.BufferLoad) and e.buffer is store.buffer
                            for e in post_order(store.value))]
         bits = self.vector_bits or host_cpu_facts().vector_bits
@@ -200,22 +200,6 @@ def _contiguous_in(var, load) -> bool:
             elif var in free_vars(term):
                 return False  # inside a term the index is not linear in
     return True
-
-
-def _register_tile_accesses(stmt) -> list:
-    """The stores to and loads from a register tile in ``stmt``."""
-    out = []
-    for node in ir.walk(stmt):
-        if isinstance(node, ir.BufferStore):
-            if node.buffer.in_registers:
-                out.append(node)
-            out += [e for e in post_order(node.value) if isinstance(e, ir.BufferLoad) and e.buffer.in_registers]
-    return out
-
-
-def _indexes_register_tile(loop: For) -> bool:
-    """Whether ``loop`` runs over a register tile's elements (its variable indexes the tile)."""
-    return any(loop.var in free_vars(i) for access in _register_tile_accesses(loop.body) for i in access.indices)
 
 
 def _reached_through_pointer(buf) -> bool:
@@ -252,7 +236,7 @@ def _touches_register_tile(loop: For) -> bool:
     register tiles ran 2-3x slower). ``GCC ivdep`` keeps what ``omp simd`` was there for,
     the promise that iterations do not depend on each other; other vector loops keep
     ``omp simd``, which vectorizes where gcc's cost model would not (guarded padding)."""
-    return bool(_register_tile_accesses(loop.body))
+    return bool(ir.register_tile_accesses(loop.body))
 
 
 def generate_source(func: LoweredFunc, dialect: Dialect | None = None) -> str:

@@ -79,9 +79,11 @@ class VectorType:
 
 
 # A vector expression, checked when the tile is rewritten and printed later, once the
-# printer knows the names and ranges of the loops around it:
-#   ("tile", k)                 the tile's k-th vector variable
-#   ("load", buffer, indices)   a vector read from ``buffer`` at ``indices`` onwards
+# printer knows the names and ranges of the loops around it. It is written in terms of the
+# vector loop's variable, and each ``VectorAssign`` prints it at one value of it (the first
+# lane of its vector):
+#   ("tile", offset)            the tile's elements from ``offset`` + the variable on
+#   ("load", buffer, indices)   a vector read from ``buffer[indices]`` onwards
 #   ("scalar", expr)            a value the vector's lanes share, broadcast
 #   ("bin", op, a, b)           a C operator applied lane by lane
 
@@ -99,32 +101,47 @@ class LoopName(PrintedStmt):
 
 @dataclass(frozen=True, eq=False)
 class VectorAssign(PrintedStmt):
-    """One vector of a tile's statement: ``target`` (("tile", k) or ("store", buffer,
-    indices)) takes ``value`` (a vector expression)."""
+    """One vector of a tile's statement: ``target`` (("tile", offset) or ("store", buffer,
+    indices)) takes ``value`` (a vector expression), both at ``lane = first``."""
 
     vtype: VectorType
     tile: "TileVariables"
     target: tuple
     value: tuple
+    lane: Var
+    first: int
 
     def print_c(self, printer) -> None:
         value = self._expr(printer, self.value)
         if self.value[0] == "scalar":
             value = f"({value} - ({self.vtype.name}){{}})"  # broadcast: x - 0 is x, -0.0 too
         if self.target[0] == "tile":
-            printer.emit(f"{self.tile.variable(printer, self.target[1])} = {value};")
+            printer.emit(f"{self._tile(printer, self.target[1])} = {value};")
         else:
             _, buf, indices = self.target
-            address = f"&{printer.buffer_name(buf)}[{printer.flat_index(buf, indices, write=True)}]"
-            printer.emit(f"*({self.vtype.unaligned}*){address} = {value};")
+            printer.emit(f"*({self.vtype.unaligned}*){self._address(printer, buf, indices, write=True)} = {value};")
+
+    @property
+    def target_vector(self) -> int | None:
+        """Which of the tile's vector variables the statement sets (None: it stores to memory)."""
+        return self._vector(self.target[1]) if self.target[0] == "tile" else None
+
+    def _vector(self, offset: int) -> int:
+        return (offset + self.first) // self.vtype.lanes
+
+    def _tile(self, printer, offset: int) -> str:
+        return self.tile.variable(printer, self._vector(offset))
+
+    def _address(self, printer, buf: Buffer, indices, write: bool = False) -> str:
+        at = tuple(substitute(i, {self.lane: self.first}) for i in indices)
+        return f"&{printer.buffer_name(buf)}[{printer.flat_index(buf, at, write)}]"
 
     def _expr(self, printer, v: tuple) -> str:
         kind = v[0]
         if kind == "tile":
-            return self.tile.variable(printer, v[1])
+            return self._tile(printer, v[1])
         if kind == "load":
-            _, buf, indices = v
-            return f"(*(const {self.vtype.unaligned}*)&{printer.buffer_name(buf)}[{printer.flat_index(buf, indices)}])"
+            return f"(*(const {self.vtype.unaligned}*){self._address(printer, v[1], v[2])})"
         if kind == "scalar":
             return printer.expr(v[1])
         _, op, a, b = v
@@ -175,20 +192,24 @@ class _Rewriter:
         self.vector_bits = vector_bits
 
     def rewrite(self, alloc: Allocate) -> VectorTile:
+        for node in ir.walk(alloc.body):
+            bound = node.extent if isinstance(node, For) else node.condition if isinstance(node, IfThenElse) else None
+            if bound is not None and any(isinstance(e, BufferLoad) and e.buffer is self.buffer
+                                         for e in post_order(bound)):
+                raise NotVectorizable("the tile read in a loop bound or condition")
         lanes = self._lanes(alloc.body)
         count = self.buffer.size // lanes
         if count > MAX_VECTORS:
             raise NotVectorizable(f"{count} vectors")
         self.vtype = VectorType(self.buffer.dtype, lanes)
         self.tile = TileVariables(self.buffer, count)
-        self.lane = Var("lane")
         return VectorTile(self.vtype, self.tile, self._stmt(alloc.body))
 
     def _lanes(self, body: Stmt) -> int:
         """The widest vector, up to the target's, that every vector loop over the tile is a
         whole number of, and that divides the tile."""
         extents = [ir.const_int(loop.extent) for loop in ir.walk(body)
-                   if isinstance(loop, For) and loop.kind == ir.VECTORIZED and self._indexes(loop)]
+                   if isinstance(loop, For) and loop.kind == ir.VECTORIZED and ir.indexes_register_tile(loop, self.buffer)]
         if not extents or None in extents:
             raise NotVectorizable("a vector loop over the tile of variable extent, or none")
         nbytes = dtypes.nbytes(self.buffer.dtype)
@@ -201,23 +222,6 @@ class _Rewriter:
 
     # ---------------------------------------------------------------- statements
 
-    def _accesses(self, s: Stmt) -> list:
-        """The tile's stores and loads in ``s``."""
-        out = []
-        for node in ir.walk(s):
-            if isinstance(node, BufferStore):
-                if node.buffer is self.buffer:
-                    out.append(node)
-                out += [e for e in post_order(node.value) if isinstance(e, BufferLoad) and e.buffer is self.buffer]
-            elif isinstance(node, (For, IfThenElse)):
-                expr = node.extent if isinstance(node, For) else node.condition
-                if any(isinstance(e, BufferLoad) and e.buffer is self.buffer for e in post_order(expr)):
-                    raise NotVectorizable("the tile read in a loop bound or condition")
-        return out
-
-    def _indexes(self, loop: For) -> bool:
-        return any(loop.var in free_vars(i) for a in self._accesses(loop.body) for i in a.indices)
-
     def _stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, Seq):
             return Seq(tuple(self._stmt(x) for x in s.stmts))
@@ -227,12 +231,15 @@ class _Rewriter:
         if isinstance(s, Allocate):
             return Allocate(s.buffer, self._stmt(s.body))
         if isinstance(s, BufferStore):
-            if self._accesses(s):
+            if ir.register_tile_accesses(s, self.buffer):
                 raise NotVectorizable("the tile accessed outside a vector loop")
             return s
-        if not isinstance(s, For) or not self._accesses(s.body):
+        if not isinstance(s, For):
             return s
-        if self._indexes(s):
+        accesses = ir.register_tile_accesses(s.body, self.buffer)
+        if not accesses:
+            return s
+        if any(s.var in free_vars(i) for a in accesses for i in a.indices):
             return self._vector_loop(s) if s.kind == ir.VECTORIZED else self._unrolled(s)
         if s.kind != ir.SERIAL and s.kind != ir.UNROLLED:
             raise NotVectorizable(f"a {s.kind} loop around the tile's statements")
@@ -242,65 +249,56 @@ class _Rewriter:
         n = ir.const_int(loop.extent)
         if n is None or n > MAX_UNROLL:
             raise NotVectorizable(f"loop {loop.var.name} over the tile cannot be unrolled")
-        return ir.seq(LoopName(loop.var),
-                      *[self._stmt(subst_stmt(loop.body, {loop.var: Const(i)}, simplify=True)) for i in range(n)])
+        return ir.seq(LoopName(loop.var), *[self._stmt(subst_stmt(loop.body, {loop.var: Const(i)})) for i in range(n)])
 
     def _vector_loop(self, loop: For) -> Stmt:
+        """One statement per vector and store, each store's accesses analysed once, in
+        terms of the loop's variable."""
         stores = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
         if not all(isinstance(s, BufferStore) for s in stores):
             raise NotVectorizable("a vector loop over the tile holds more than stores")
-        lanes = self.vtype.lanes
-        out = []
-        for first in range(0, ir.const_int(loop.extent), lanes):
-            at = Binary("add", Const(first), self.lane, dtypes.INDEX_DTYPE)
-            for store in stores:
-                store = subst_stmt(store, {loop.var: at}, simplify=True)
-                out.append(VectorAssign(self.vtype, self.tile, self._target(store), self._value(store.value)))
-        return ir.seq(LoopName(loop.var), *out)
+        lane = loop.var
+        plans = [(self._target(store, lane), self._value(store.value, lane)) for store in stores]
+        return ir.seq(LoopName(lane), *[VectorAssign(self.vtype, self.tile, target, value, lane, first)
+                                        for first in range(0, ir.const_int(loop.extent), self.vtype.lanes)
+                                        for target, value in plans])
 
     # ---------------------------------------------------------------- accesses
 
-    def _vector_access(self, buf: Buffer, indices) -> tuple:
-        """("tile", k) or (kind, buf, indices at lane 0) for a contiguous access across the
-        lanes; raises for any other."""
-        flat: Expr = Const(0)
-        stride = 1
-        for index, extent in reversed(list(zip(indices, buf.shape))):
-            flat = flat + index * stride
-            stride *= extent
-        flat = simplify(flat)
+    def _vector_access(self, buf: Buffer, indices, lane: Var) -> tuple:
+        """("tile", offset at lane 0) or (kind, buf, indices) for an access contiguous across
+        ``lane``; raises for any other."""
+        form = linearize(simplify(ir.flat_index(buf, indices)))
         step = 0
-        for term, coefficient in linearize(flat).terms.values():
-            if term is self.lane:
+        for term, coefficient in form.terms.values():
+            if term is lane:
                 step = coefficient
-            elif self.lane in free_vars(term):
+            elif lane in free_vars(term):
                 raise NotVectorizable(f"{buf.name} indexed non-linearly across the lanes")
         if step != 1:
             raise NotVectorizable(f"{buf.name} read or written at a stride of {step} across the lanes")
-        at_first_lane = tuple(simplify(substitute(i, {self.lane: 0})) for i in indices)
         if buf is not self.buffer:
-            return ("memory", buf, at_first_lane)
-        offset = ir.const_int(simplify(substitute(flat, {self.lane: 0})))
-        if offset is None or offset % self.vtype.lanes:
+            return ("memory", buf, tuple(indices))
+        if len(form.terms) != 1 or form.const % self.vtype.lanes:
             raise NotVectorizable("the tile indexed by a loop that was not unrolled, or across vectors")
-        return ("tile", offset // self.vtype.lanes)
+        return ("tile", form.const)
 
-    def _target(self, store: BufferStore) -> tuple:
+    def _target(self, store: BufferStore, lane: Var) -> tuple:
         if store.buffer.dtype != self.buffer.dtype:
             raise NotVectorizable(f"a store of {store.buffer.dtype}")
-        access = self._vector_access(store.buffer, store.indices)
+        access = self._vector_access(store.buffer, store.indices, lane)
         return access if access[0] == "tile" else ("store", *access[1:])
 
-    def _value(self, e: Expr) -> tuple:
+    def _value(self, e: Expr, lane: Var) -> tuple:
         if e.dtype != self.buffer.dtype:
             raise NotVectorizable(f"a {e.dtype} value")
-        if self.lane not in free_vars(e):
+        if lane not in free_vars(e):
             if any(isinstance(n, BufferLoad) and n.buffer is self.buffer for n in post_order(e)):
                 raise NotVectorizable("one element of the tile read across the lanes")
             return ("scalar", e)
         if isinstance(e, BufferLoad):
-            access = self._vector_access(e.buffer, e.indices)
+            access = self._vector_access(e.buffer, e.indices, lane)
             return access if access[0] == "tile" else ("load", *access[1:])
         if isinstance(e, Binary) and e.op in VECTOR_OPS:
-            return ("bin", e.op, self._value(e.a), self._value(e.b))
+            return ("bin", e.op, self._value(e.a, lane), self._value(e.b, lane))
         raise NotVectorizable(f"{type(e).__name__} across the lanes")

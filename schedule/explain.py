@@ -36,10 +36,9 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from te import dtypes
-from te.expr import free_vars, post_order
 
 from . import ir
-from .ir import Allocate, Buffer, BufferLoad, BufferStore, For, LoweredFunc, Stmt
+from .ir import Allocate, Buffer, BufferStore, For, LoweredFunc, Stmt
 from .passes import GPUProgram, StmtVisitor, lower_gpu
 from .printer import NameTable
 
@@ -169,7 +168,7 @@ class _Collect(StmtVisitor):
         trips = ir.max_trip_count(s.extent)
         tail = trips is not None and ir.const_int(s.extent) is None
         how, note = _how(s, trips, self.gpu, self.notes, self.pragmas)
-        if any(_indexes(s, tile) for tile in self.held):
+        if any(ir.indexes_register_tile(s, tile) for tile in self.held):
             how, note = ("vector", "") if s.kind == ir.VECTORIZED else (
                 "unrolled", "" if s.kind == ir.UNROLLED else UNROLLED_INTO_VECTORS)
         return LoopNote(name, trips, how, tail, note=note)
@@ -208,17 +207,6 @@ class _Collect(StmtVisitor):
                         for b, loops in self.nests.items())
         return Explanation(tuple(self.all), tuple(n for n in self.all if n.how == "parallel"), buffers,
                            self.peak, self.peak_all, self.peak_threads, self.threads)
-
-
-def _indexes(loop: For, tile: Buffer) -> bool:
-    """Whether ``loop``'s variable indexes ``tile`` in its body."""
-    for node in ir.walk(loop.body):
-        if isinstance(node, BufferStore):
-            accesses = [node] if node.buffer is tile else []
-            accesses += [e for e in post_order(node.value) if isinstance(e, BufferLoad) and e.buffer is tile]
-            if any(loop.var in free_vars(i) for a in accesses for i in a.indices):
-                return True
-    return False
 
 
 def _with_dtype(note: LoopNote, dtype: str) -> LoopNote:

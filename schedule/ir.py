@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from te.expr import Binary, Const, Expr, Var, post_order, structural_equal
+from te.expr import Binary, Const, Expr, Var, free_vars, post_order, structural_equal
 
 SERIAL = "serial"
 PARALLEL = "parallel"
@@ -237,6 +237,36 @@ class LoweredFunc:
         from .printer import func_to_str
 
         return func_to_str(self)
+
+
+def flat_index(buf: Buffer, indices) -> Expr:
+    """The row-major flat index of ``buf[indices]`` (not simplified)."""
+    flat: Expr = Const(0)
+    stride = 1
+    for idx, extent in reversed(list(zip(indices, buf.shape))):
+        flat = flat + idx * stride
+        stride *= extent
+    return flat
+
+
+def register_tile_accesses(s: Stmt, tile: Buffer | None = None) -> list:
+    """The stores to and loads from register tiles (``Buffer.in_registers``) in the
+    statements of ``s``; only ``tile``'s when given."""
+    def held(buf: Buffer) -> bool:
+        return buf is tile if tile is not None else buf.in_registers
+
+    out = []
+    for node in walk(s):
+        if isinstance(node, BufferStore):
+            if held(node.buffer):
+                out.append(node)
+            out += [e for e in post_order(node.value) if isinstance(e, BufferLoad) and held(e.buffer)]
+    return out
+
+
+def indexes_register_tile(loop: For, tile: Buffer | None = None) -> bool:
+    """Whether ``loop``'s variable indexes a register tile (``tile``, when given) in its body."""
+    return any(loop.var in free_vars(i) for access in register_tile_accesses(loop.body, tile) for i in access.indices)
 
 
 #: Combiners a scalar accumulator loop folds with.

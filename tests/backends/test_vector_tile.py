@@ -110,10 +110,10 @@ def test_the_rewriter_turns_a_vector_loop_into_one_statement_per_vector():
     assert tile.vtype == vector_tile.VectorType("float32", 8)
     name, update = tile.body.stmts  # the loop's variable keeps its name, then one vector
     assert isinstance(name, vector_tile.LoopName) and name.var.name == "j"
-    assert update.target == ("tile", 0)
+    assert update.target_vector == 0
     assert update.value[0] == "bin" and update.value[2] == ("tile", 0) and update.value[3][0] == "load"
     halves = vector_tile.vector_tile(_tile_scope(lambda acc, x, j: _load(x, j)), 128)  # SSE: two vectors
-    assert [s.target for s in halves.body.stmts[1:]] == [("tile", 0), ("tile", 1)]
+    assert [s.target_vector for s in halves.body.stmts[1:]] == [0, 1]
 
 
 @pytest.mark.parametrize("value_of, extent, kind, why", [

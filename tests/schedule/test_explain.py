@@ -19,7 +19,7 @@ from backends import cpu
 from backends.cpu import CPUDialect, generate_source
 from schedule import describe_lowered, ir, lower
 from schedule.config import Config
-from schedule.explain import UNROLLED_INTO_VECTORS, _indexes, explain
+from schedule.explain import UNROLLED_INTO_VECTORS, explain
 from schedule.printer import NameTable
 from schedule.space import ConfigSpace
 from te.expr import Const, Var
@@ -104,7 +104,7 @@ def _as_printed(s, notes: dict, dialect: CPUDialect, held: tuple) -> list:
     inside an unrolled one once per iteration."""
     if isinstance(s, ir.Allocate) and s.buffer.in_registers and dialect.prints_vector_variables(s):
         held = held + (s.buffer,)
-    if isinstance(s, ir.For) and any(_indexes(s, tile) for tile in held):
+    if isinstance(s, ir.For) and any(ir.indexes_register_tile(s, tile) for tile in held):
         note = notes[s]
         assert (note.how, note.trips) == ("vector" if s.kind == ir.VECTORIZED else "unrolled", ir.const_int(s.extent))
         assert note.note == ("" if s.kind in (ir.VECTORIZED, ir.UNROLLED) else UNROLLED_INTO_VECTORS), note
