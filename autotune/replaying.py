@@ -500,8 +500,11 @@ def _replay_pairs(recording: Recording, pairs: list[tuple[str, int]], options: d
     import multiprocessing
 
     # Lower every recorded config once, here, so that the forked processes share the
-    # features instead of each lowering them again.
+    # features instead of each lowering them again. Then stop the feature pool: its
+    # management and queue threads hold locks, and a process forked while they run can
+    # inherit one held and hang for ever (the cache starts a new pool if it needs one).
     features.get_many(recording.task, recording.configs())
+    features.close()
     global _FORKED
     _FORKED = (recording, options, features)
     try:

@@ -12,6 +12,7 @@ import random
 import json
 import math
 import os
+import threading
 
 import pytest
 
@@ -247,6 +248,38 @@ def test_restricted_replays_search_the_recorded_configs_only(half_recording, tun
     run = replay_one(half_recording, tuner, 7, trials=30, batch_size=8, restrict=True)
     assert run.misses == 0 and run.stopped == "space"   # 20 recorded configs, 30 trials asked
     assert sorted(run.configs) == sorted(half_recording.trials)
+
+
+#: Names of the threads alive at each fork of this process, while a test watches.
+_THREADS_AT_FORK: list | None = None
+
+
+def _note_threads_at_fork() -> None:
+    if _THREADS_AT_FORK is not None:
+        _THREADS_AT_FORK.append(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+
+
+os.register_at_fork(before=_note_threads_at_fork)
+
+
+def test_parallel_replays_fork_while_no_other_thread_runs(recorded, task):
+    """A process forked while another thread holds a lock can inherit it held and hang for
+    ever; the feature cache's worker pool runs such threads, so replays with ``jobs`` > 1
+    must fork only once it is stopped, and still give the report of ``jobs=1``."""
+    global _THREADS_AT_FORK
+    db, _ = recorded
+    recording = Recording.from_db(db, task.key, "cpu")
+    assert len(recording) >= 32   # enough new configs for the feature cache to start its pool
+    alone = replay(recording, ["random", "xgb"], seeds=1, trials=8, jobs=1)
+    _THREADS_AT_FORK = []
+    try:
+        forked = replay(recording, ["random", "xgb"], seeds=1, trials=8, jobs=2)
+        threads_at_fork = _THREADS_AT_FORK
+    finally:
+        _THREADS_AT_FORK = None
+    assert threads_at_fork and all(names == [] for names in threads_at_fork), threads_at_fork
+    assert [r.configs for r in forked.runs["xgb"]] == [r.configs for r in alone.runs["xgb"]]
+    assert [r.costs for r in forked.runs["random"]] == [r.costs for r in alone.runs["random"]]
 
 
 def test_bad_arguments_are_refused(half_recording):
