@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from te import dtypes
 from te.expr import Binary, Const, Expr, free_vars, post_order
 
 from .. import ir
@@ -122,31 +123,92 @@ class _Promote(StmtMutator):
             return None
         if self._tile_dims(store, tile) is None:
             return None
-        return self._versioned(_promoted(store, value, reduce_loops, tile, extents), tile)
+        return self._versioned(lambda sizes: _promoted(store, value, reduce_loops, tile, sizes), tile, extents,
+                               dtypes.nbytes(store.buffer.dtype))
 
-    def _versioned(self, promoted: Stmt, tile: list[For]) -> Stmt:
-        """``promoted`` as a full-tile copy with constant tile extents and the tail copy,
-        chosen by whether every tail bound ``min(factor, rest)`` reaches its factor."""
-        cond, tails = None, {}
+    def _versioned(self, promote, tile: list[For], extents: list[int], nbytes: int) -> Stmt:
+        """The promoted nest (``promote(sizes)`` makes it with a tile of ``sizes``) as a copy
+        with constant extents for whole tiles, and copies for the tails, chosen by whether
+        each tail bound ``min(factor, rest)`` reaches its factor (``nbytes``: per element).
+
+        A tail whose partial count is known (``_partial_count``) gets a copy with that count
+        as a constant extent: the partial tile is then as regular as the whole one, so a
+        backend holds it in registers too (a rolled tail of two rows, kept in memory, cost a
+        quarter of 128x4096x4096's time). Other tails, and every tail where there would be
+        more than ``MAX_VERSIONS`` copies, keep the variable loops in a copy of their own."""
+        tails = []
         for loop in tile:
             tail = ir.tail_bound(loop.extent)
-            if tail is None:
-                continue
-            n, rest = tail
-            whole = Const(n, "int32") <= rest
-            cond = whole if cond is None else cond & whole
-            tails[self.an.structural_key(loop.extent)] = n
-        if cond is None:
-            return promoted
-        cond = self.an.simplify(cond)
-        decided = cond.value if isinstance(cond, Const) else None
-        constant = _ConstantExtents(self.an, tails).visit(promoted)
-        if decided is True:
-            return constant
-        tail = _RolledTails().visit(promoted)
-        if decided is False:
-            return tail
-        return IfThenElse(cond, constant, tail)
+            if tail is not None:
+                n, rest = tail
+                part = _partial_count(self.an, n, rest)
+                if part and loop.kind == ir.VECTORIZED and part * nbytes % MIN_VECTOR_BYTES:
+                    part = None  # 15 of 16 lanes: no whole vectors, a loop of remainders either way
+                tails.append((self.an.structural_key(loop.extent), n, rest, part))
+        if 2 ** len(tails) <= MAX_VERSIONS:
+            return self._versions(promote, tile, extents, tails, {}, rolled=False)
+        promoted = promote(extents)
+        cond = self.an.simplify(_all(Const(n, "int32") <= rest for _, n, rest, _ in tails))
+        constant = _ConstantExtents(self.an, {key: n for key, n, _, _ in tails}).visit(promoted)
+        return _choose(self.an, cond, constant, _RolledTails().visit(promoted))
+
+    def _versions(self, promote, tile: list[For], extents: list[int], tails: list, chosen: dict, rolled: bool
+                  ) -> Stmt | None:
+        """The copies of the promoted nest for ``tails`` under the conditions that choose
+        them: for each tail, a whole tile, and a partial one of constant size (where known)
+        or of variable size (``rolled``). ``chosen``: tail bound -> trip count so far. None
+        where no copy runs."""
+        if not tails:
+            key = self.an.structural_key
+            sizes = [chosen.get(key(loop.extent), e) for loop, e in zip(tile, extents)]
+            copy = _ConstantExtents(self.an, chosen).visit(promote(sizes))
+            return _RolledTails().visit(copy) if rolled else copy
+        (bound, n, rest, part), later = tails[0], tails[1:]
+        whole = self._versions(promote, tile, extents, later, {**chosen, bound: n}, rolled)
+        if part is None:
+            return _choose(self.an, Const(n, "int32") <= rest, whole,
+                           self._versions(promote, tile, extents, later, chosen, True))
+        partial = self._versions(promote, tile, extents, later, {**chosen, bound: part}, rolled) if part else None
+        return _choose(self.an, Const(n, "int32") <= rest, whole,
+                       _choose(self.an, Const(0, "int32") < rest, partial, None))
+
+
+#: Most copies of one promoted tile that ``_versioned`` makes (the whole tile and its tails).
+MAX_VERSIONS = 4
+#: The narrowest vector a backend holds a tile in (SSE's 128 bits): a vectorized tail of
+#: constant size gets its own copy only when it is a whole number of them.
+MIN_VECTOR_BYTES = 16
+
+
+def _partial_count(an: Analyzer, factor: int, rest: Expr) -> int | None:
+    """The trip count of tail loop ``min(factor, rest)`` whenever it is partial (0 < rest <
+    factor), if the same for every tile; 0 if it is never partial; None if unknown.
+
+    ``rest`` is the extent minus the tile's offset; when every term of the offset is a
+    multiple of ``factor`` (blocks of whole tiles), ``rest`` is the extent modulo
+    ``factor`` plus a multiple of it, so a partial tile has ``extent % factor`` elements.
+    """
+    form = an.linearize(an.simplify(rest))
+    if any(coeff % factor for _, coeff in form.terms.values()):
+        return None
+    return form.const % factor
+
+
+def _all(conds) -> Expr:
+    out = None
+    for c in conds:
+        out = c if out is None else out & c
+    return out
+
+
+def _choose(an: Analyzer, cond: Expr, then: Stmt | None, otherwise: Stmt | None) -> Stmt | None:
+    """``if cond: then else: otherwise``, folded where ``cond`` simplifies to a constant."""
+    cond = an.simplify(cond)
+    if isinstance(cond, Const):
+        return then if cond.value else otherwise
+    if then is None:
+        return None if otherwise is None else IfThenElse(an.simplify(~cond), otherwise)
+    return IfThenElse(cond, then, otherwise)
 
 
 class _RolledTails(StmtMutator):

@@ -12,7 +12,7 @@ import backends
 import schedule
 import te
 from backends import cpu
-from sched_helpers import check, register_tile_matmul, run, tensor, workload
+from sched_helpers import check, register_tile_batch_matmul, register_tile_matmul, run, tensor, workload
 
 
 @pytest.fixture(scope="module")
@@ -187,20 +187,10 @@ def _vector_loops(src: str) -> list[tuple[str, str, str]]:
 def test_register_tile_vector_loops_are_ivdep_loops_and_tails_keep_omp_simd(tiles_as_arrays):
     """A register tile promoted to a local accumulator (``C_local_acc``) is kept in
     registers by gcc only in plain loops: its vector loops get ``GCC ivdep``, not ``omp
-    simd``. Its tail copy (a variable trip count, 20 columns in tiles of 8) and every other
-    vector loop (zeroing ``C_local``, the copy-out to ``C``) keep ``omp simd``."""
-    wl = te.create_workload("matmul", M=16, N=20, K=32)
-    C = wl.outputs[0]
-    s = schedule.create_schedule(C)
-    CL = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(*C.op.axis, 4, 8)
-    s[CL].compute_at(s[C], jo)
-    i, j = s[CL].op.axis
-    (k,) = s[CL].op.reduce_axis
-    s[CL].reorder(k, i, j)
-    s[CL].unroll(i)
-    s[CL].vectorize(j)
-    s[C].vectorize(ji)
+    simd``. A tail copy of variable trip counts (tails on three axes: 5x7x20 in 2x3x8
+    tiles) and every other vector loop (zeroing ``C_local``, the copy-out to ``C``) keep
+    ``omp simd``."""
+    s, wl = register_tile_batch_matmul((2, 3, 8), batch=5, m=7, n=20)
     loops = _vector_loops(check(s, wl).source)
     tile = [(pragma, head) for pragma, head, body in loops if "C_local_acc" in body]
     full = [pragma for pragma, head in tile if "at_min" not in head]
@@ -209,6 +199,16 @@ def test_register_tile_vector_loops_are_ivdep_loops_and_tails_keep_omp_simd(tile
     assert full == ["#pragma GCC ivdep"] * 3, loops  # copy-in, the update, copy-out
     assert tail == ["#pragma omp simd"] * 3, loops
     assert others and set(others) == {"#pragma omp simd"}, loops
+
+
+def test_a_tail_tile_of_constant_size_gets_the_full_tiles_ivdep_loops(tiles_as_arrays):
+    """20 columns in tiles of 8: the last tile is a copy of 4 columns, constant like the
+    full one, and its vector loops are ``GCC ivdep`` loops as well."""
+    s, wl = register_tile_matmul(4, 8, 16, 20)
+    loops = _vector_loops(check(s, wl).source)
+    tile = [(pragma, head) for pragma, head, body in loops if "C_local_acc" in body]
+    assert [pragma for pragma, _ in tile] == ["#pragma GCC ivdep"] * 6, loops
+    assert sorted(head.split("<")[1].split(";")[0].strip() for _, head in tile) == ["4"] * 3 + ["8"] * 3, loops
 
 
 def _register_tile_source(columns: int, target: str, across_rows: bool = False) -> str:

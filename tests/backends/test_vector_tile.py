@@ -14,7 +14,7 @@ import schedule
 from backends import cpu, vector_tile
 from schedule import ir
 from schedule.ir import Allocate, Buffer, BufferLoad, BufferStore, For
-from sched_helpers import check, register_tile_matmul
+from sched_helpers import check, register_tile_batch_matmul, register_tile_matmul
 from te.expr import Binary, Const, Var
 
 
@@ -55,13 +55,21 @@ def test_the_vector_type_follows_the_target(columns, target, vector):
     assert _declared_vectors(source) == [vector], source
 
 
-def test_a_tail_of_rows_stays_an_array_beside_the_whole_tiles():
-    """14 rows in tiles of 4: whole tiles are vector variables, the last two rows (a
-    variable number of them) an array."""
+def test_a_tail_of_rows_is_a_tile_of_vector_variables_of_its_own():
+    """14 rows in tiles of 4: whole tiles are vector variables, and so are the last two rows,
+    a tile of their own with a constant number of rows."""
     s, wl = _tiled_matmul(4, 16, m=14)
     source = check(s, wl).source
-    assert _declared_vectors(source) == [("at_f32x8", 8)], source
-    assert re.search(r"float C_local_acc\[64\] __attribute__", source), source
+    assert _declared_vectors(source) == [("at_f32x8", 8), ("at_f32x8", 4)], source
+    assert "C_local_acc[" not in source, source
+
+
+def test_a_tail_of_a_variable_number_of_rows_stays_an_array_beside_the_whole_tiles():
+    """Tails on three axes keep one tail copy with variable loops: that tile is an array."""
+    s, wl = register_tile_batch_matmul((2, 3, 8), batch=5, m=7, n=20)
+    source = check(s, wl).source
+    assert _declared_vectors(source) == [("at_f32x8", 6)], source
+    assert re.search(r"float C_local_acc\[48\] __attribute__", source), source
 
 
 @pytest.mark.parametrize("rows, columns, across_rows", [

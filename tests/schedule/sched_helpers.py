@@ -119,6 +119,28 @@ def register_tile_matmul(rows: int, columns: int, m: int, n: int, k: int = 32, d
     return s, wl
 
 
+def register_tile_batch_matmul(tile: tuple[int, int, int], batch: int, m: int, n: int, k: int = 16
+                               ) -> tuple[schedule.Schedule, te.Workload]:
+    """A batch matmul computed in (batch, rows, columns) ``tile`` register tiles, batch and
+    rows unrolled, columns vectorized. With sizes that none of the tile's three sizes
+    divide, each tile loop has a tail: too many combinations for a copy of each, so the
+    tile keeps one tail copy with variable loops."""
+    wl = te.create_workload("batch_matmul", B=batch, M=m, N=n, K=k)
+    C = wl.outputs[0]
+    s = schedule.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    splits = [s[C].split(axis, size) for axis, size in zip(C.op.axis, tile)]
+    s[C].reorder(*(outer for outer, _ in splits), *(inner for _, inner in splits))
+    s[CL].compute_at(s[C], splits[-1][0])
+    b, i, j = s[CL].op.axis
+    (kk,) = s[CL].op.reduce_axis
+    s[CL].reorder(kk, b, i, j)
+    s[CL].unroll(b)
+    s[CL].unroll(i)
+    s[CL].vectorize(j)
+    return s, wl
+
+
 def tensor(wl_or_outputs, name: str) -> te.Tensor:
     """The tensor called ``name`` in the DAG behind a workload's (or a list of) outputs."""
     outputs = wl_or_outputs.outputs if isinstance(wl_or_outputs, te.Workload) else wl_or_outputs

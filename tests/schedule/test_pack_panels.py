@@ -96,12 +96,15 @@ def test_a_block_past_the_edge_reads_zero_padded_panels_so_it_keeps_no_guard():
 
 def test_a_block_past_the_panels_keeps_its_guard():
     # Blocks of two panels: the last block reaches column 47, past the five panels, so
-    # the tile is versioned: a constant full tile and a tail tile.
+    # the tile is versioned: a full tile of 8 columns and, for the one tile that starts
+    # at column 32, a tail tile of the 4 columns left (36 - 32), both of constant extents.
     wl, s = _blocked_with_panels(N=36, block_tiles=2)
     func = schedule.lower(s, wl.args)
     tiles = _register_tiles(func)
     assert len(tiles) == 2
-    assert any(schedule.ir.const_int(e) is None for e in _extents(tiles[1]))
+    assert [t.buffer.shape[-1] for t in tiles] == [8, 4]
+    assert all(schedule.ir.const_int(e) is not None for t in tiles for e in _extents(t))
+    assert any(isinstance(x, schedule.ir.IfThenElse) for x in schedule.ir.walk(func.body))
     check(s, wl)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import te
 import schedule
 from schedule import ir
-from sched_helpers import check
+from sched_helpers import check, register_tile_batch_matmul
 
 
 def _matmul_two_level(M=24, N=48, K=19, s2=(3, 2), s3=(4, 8)):
@@ -45,23 +45,49 @@ def _loops(stmt):
     return [x for x in ir.walk(stmt) if isinstance(x, ir.For)]
 
 
-def test_a_tile_with_a_tail_is_versioned_into_a_constant_full_tile_and_a_tail_tile():
-    # N = 40 in cache blocks of 16: the last block holds 8 columns, one register tile of
-    # 8 and a tile past the edge. B is read unpacked, so the overhang keeps its guard.
-    # M = 22: the last row tile has 2 rows, so the unrolled row loop has a tail too,
-    # which the tail copy keeps rolled.
+def _promoted_tiles(func):
+    return [x for x in ir.walk(func.body) if isinstance(x, ir.Allocate) and x.buffer.name == "C.local.acc"]
+
+
+def _tile_loops(alloc):
+    """The loops over the promoted tile ``alloc`` allocates (its variables index it)."""
+    tile_vars = {v for x in ir.walk(alloc.body) if isinstance(x, ir.BufferStore) and x.buffer is alloc.buffer
+                 for v in x.indices}
+    return [l for l in _loops(alloc) if l.var in tile_vars]
+
+
+def test_a_tile_with_tails_is_versioned_into_tiles_of_constant_extents():
+    # M = 22 in cache blocks of 12 rows, tiles of 4: the last tile has the 2 rows left,
+    # whichever block it is in. N = 40 in blocks of 16, tiles of 8: the last block holds
+    # one whole tile and one past the edge, which has nothing to compute. So there are two
+    # copies, a 4x8 tile and a 2x8 one, each with constant loops (unrolled and vectorized
+    # as written), chosen by the rows left. (K = 19 leaves the reduction a tail of its own.)
     s, wl = _matmul_two_level(M=22, N=40)
+    func = schedule.lower(s, wl.args)
+    tiles = _promoted_tiles(func)
+    assert [t.buffer.shape for t in tiles] == [(4, 8), (2, 8)]
+    for tile in tiles:
+        tile_loops = _tile_loops(tile)
+        assert all(ir.const_int(l.extent) is not None for l in tile_loops), str(tile)
+        assert {l.kind for l in tile_loops} == {ir.UNROLLED, ir.VECTORIZED}
+    text = str(func)
+    assert "if 4 <= 22 - " in text and "if 0 < 22 - " in text and "if 8 <= 40 - " in text
+    check(s, wl)
+
+
+def test_a_tile_with_tails_on_three_axes_keeps_one_tail_copy_with_variable_loops():
+    # Tails on all three axes would take eight copies (over MAX_VERSIONS): the full tile
+    # gets constant loops, one tail copy keeps min(size, rest), its loops rolled.
+    s, wl = register_tile_batch_matmul((2, 3, 8), batch=5, m=7, n=20)
     func = schedule.lower(s, wl.args)
     versions = [x for x in ir.walk(func.body) if isinstance(x, ir.IfThenElse)
                 and isinstance(x.then_case, ir.Allocate) and x.then_case.buffer.name == "C.local.acc"]
-    assert len(versions) == 1
+    assert len(versions) == 1 and len(_promoted_tiles(func)) == 2
     full, tail = versions[0].then_case, versions[0].else_case
-    assert "8 <= " in str(versions[0].condition)
-    full_tile = [l for l in _loops(full) if l.kind in (ir.UNROLLED, ir.VECTORIZED)]
-    tail_tile = [l for l in _loops(tail) if l.kind in (ir.UNROLLED, ir.VECTORIZED)]
-    assert full_tile and all(ir.const_int(l.extent) is not None for l in full_tile)
-    assert any(ir.const_int(l.extent) is None for l in tail_tile)  # the tail keeps min(8, rest)
-    assert not any(l.kind == ir.UNROLLED and ir.const_int(l.extent) is None for l in _loops(tail))
+    assert all(ir.const_int(l.extent) is not None for l in _loops(full))
+    tail_tile = _tile_loops(tail)
+    assert tail_tile and all(ir.const_int(l.extent) is None for l in tail_tile)
+    assert not any(l.kind == ir.UNROLLED for l in tail_tile)
     check(s, wl)
 
 
