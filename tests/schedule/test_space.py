@@ -105,8 +105,12 @@ def test_padding_is_inlined_into_the_convolution():
     task = _task("conv2d")
     plans = {p.name: p.role for p in task.space.sketch.plans}
     assert plans["pad"] == "inline" and plans["conv2d"] == "multi_level"
-    func = task.lower(task.space.sample(random.Random(0)))
+    sampled = task.space.sample(random.Random(0))
+    config = Config(sampled.sketch, {**sampled.values, "conv2d.producers": "inline"})
+    func = task.lower(config)
     assert not any(isinstance(s, ir.Allocate) and s.buffer.name == "pad" for s in ir.walk(func.body))
+    stored = task.lower(Config(sampled.sketch, {**sampled.values, "conv2d.producers": "stored"}))
+    assert any(isinstance(s, ir.Allocate) and s.buffer.name == "pad" for s in ir.walk(stored.body))
 
 
 def test_config_json_round_trip_and_stable_hash():
