@@ -16,10 +16,15 @@ does not do for a tile of a large buffer.
 A tile that does not divide its extent has tail loops ``range(min(8, rest))``: a
 variable trip count, which the compiler neither unrolls nor keeps in registers. Such a
 tile is versioned: a full tile (every ``rest`` at least its factor, the common case)
-runs a copy with constant extents, and only the tail tiles run the variable one.
+runs a copy with constant extents. Where the tiles sit in blocks of whole tiles, a
+partial tile always has the same size (the extent modulo the factor: 2 rows of 128 in
+tiles of 6), and it runs a copy of its own with that size as a constant:
 
-    if 8 <= rest_i and 32 <= rest_j:   allocate acc[8, 32] ... (constant loops)
-    else:                              allocate acc[8, 32] ... (tail loops)
+    if 8 <= rest_i:   allocate acc[8, 32] ... (constant loops)
+    elif 0 < rest_i:  allocate acc[2, 32] ... (constant loops; 2 = extent % 8)
+
+Otherwise (or with tails on more than two axes) the tail tiles share one copy with the
+variable loops.
 """
 from __future__ import annotations
 
@@ -123,10 +128,11 @@ class _Promote(StmtMutator):
             return None
         if self._tile_dims(store, tile) is None:
             return None
-        return self._versioned(lambda sizes: _promoted(store, value, reduce_loops, tile, sizes), tile, extents,
-                               dtypes.nbytes(store.buffer.dtype))
+        versions = self._versioned(lambda sizes: _promoted(store, value, reduce_loops, tile, sizes), tile,
+                                   extents, dtypes.nbytes(store.buffer.dtype))
+        return ir.seq() if versions is None else versions  # None: no tile has anything to compute
 
-    def _versioned(self, promote, tile: list[For], extents: list[int], nbytes: int) -> Stmt:
+    def _versioned(self, promote, tile: list[For], extents: list[int], nbytes: int) -> Stmt | None:
         """The promoted nest (``promote(sizes)`` makes it with a tile of ``sizes``) as a copy
         with constant extents for whole tiles, and copies for the tails, chosen by whether
         each tail bound ``min(factor, rest)`` reaches its factor (``nbytes``: per element).
