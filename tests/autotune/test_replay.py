@@ -250,13 +250,13 @@ def test_restricted_replays_search_the_recorded_configs_only(half_recording, tun
     assert sorted(run.configs) == sorted(half_recording.trials)
 
 
-#: Names of the threads alive at each fork of this process, while a test watches.
+#: The threads alive at each fork of this process, while a test watches.
 _THREADS_AT_FORK: list | None = None
 
 
 def _note_threads_at_fork() -> None:
     if _THREADS_AT_FORK is not None:
-        _THREADS_AT_FORK.append(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+        _THREADS_AT_FORK.append(set(threading.enumerate()))
 
 
 os.register_at_fork(before=_note_threads_at_fork)
@@ -271,13 +271,15 @@ def test_parallel_replays_fork_while_no_other_thread_runs(recorded, task):
     recording = Recording.from_db(db, task.key, "cpu")
     assert len(recording) >= 32   # enough new configs for the feature cache to start its pool
     alone = replay(recording, ["random", "xgb"], seeds=1, trials=8, jobs=1)
+    before = set(threading.enumerate())  # other tests' threads (tqdm's monitor) may live on
     _THREADS_AT_FORK = []
     try:
         forked = replay(recording, ["random", "xgb"], seeds=1, trials=8, jobs=2)
         threads_at_fork = _THREADS_AT_FORK
     finally:
         _THREADS_AT_FORK = None
-    assert threads_at_fork and all(names == [] for names in threads_at_fork), threads_at_fork
+    started = [sorted(t.name for t in threads - before) for threads in threads_at_fork]
+    assert started and all(names == [] for names in started), started
     assert [r.configs for r in forked.runs["xgb"]] == [r.configs for r in alone.runs["xgb"]]
     assert [r.costs for r in forked.runs["random"]] == [r.costs for r in alone.runs["random"]]
 
