@@ -34,14 +34,13 @@ from te.expr import Binary, Const, Expr, Var, free_vars, post_order, substitute
 from schedule import ir
 from schedule.ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, Seq, Stmt
 from schedule.passes.ir_tools import subst_stmt
+from schedule.passes.promote_accumulators import MIN_VECTOR_BYTES  # the narrowest vector worth a variable
 from schedule.simplify import linearize, simplify
 from .c_family import PrintedStmt
 
 #: The element types a tile of vector variables may hold (C's vector extension has no
 #: half-precision arithmetic on these targets, and integer tiles do not occur).
 VECTOR_DTYPES = ("float32", "float64")
-#: The narrowest vector (bytes) worth a variable: SSE's 128 bits.
-MIN_VECTOR_BYTES = 16
 #: The most vector variables a tile may become; a tile this large spills either way.
 MAX_VECTORS = 64
 #: The most times a loop over the tile's rows is unrolled here.

@@ -123,7 +123,12 @@ def even_row_blocks(extent: int, rows: int) -> list[tuple[int, int, int]]:
     rows) and a block of the 32 rows left, which runs mostly empty tiles and leaves one core
     idle for two thirds of the time when the blocks run in parallel."""
     tiles = -(-extent // rows)
-    return list(dict.fromkeys((1, -(-tiles // blocks), rows) for blocks in range(1, EVEN_BLOCKS + 1)))
+    return list(dict.fromkeys((1, even_block(tiles, blocks), rows) for blocks in range(1, EVEN_BLOCKS + 1)))
+
+
+def even_block(tiles: int, blocks: int) -> int:
+    """Tiles per cache block when ``tiles`` are cut into ``blocks`` blocks of nearly equal size."""
+    return -(-tiles // blocks)
 
 
 def _unique_names(ops: list[ComputeOp]) -> dict[ComputeOp, str]:

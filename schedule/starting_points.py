@@ -29,7 +29,7 @@ from .config import Config, ConfigError
 from .decisions import (AT_BLOCK, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED,
                         VECTOR_LAST)
 from .sketch import MULTI_LEVEL, combines_online
-from .space import panel_inputs, reduction_level
+from .space import even_block, panel_inputs, reduction_level
 
 #: Most starting points one space offers.
 LIMIT = 16
@@ -232,7 +232,10 @@ def _shapes_along(space, op, cands: dict, vector: str):
             rows = _most_rows(fits, op.axis[row].extent)
         inner = {axes[v]: (width, column_block)}
         if row is not None:
-            inner[axes[row]] = (rows, _even_block(row_block, -(-op.axis[row].extent // rows)))
+            # about row_block tiles a block, made equal across the blocks: 22 tiles in blocks
+            # of 16 become two blocks of 11 (``space.even_row_blocks`` offers them)
+            tiles = -(-op.axis[row].extent // rows)
+            inner[axes[row]] = (rows, even_block(tiles, -(-tiles // row_block)))
         if combines_online(op):  # the axes after the rows whole in one tile: hosted stages run once per row block
             inner.update({a: (1, iv.extent) for a, iv in zip(axes[row + 1:], op.axis[row + 1:])})
             inner[axes[v]] = (width, -(-op.axis[v].extent // width))
@@ -295,13 +298,6 @@ def _s3_values(cands) -> list[int]:
 def _largest(values: list[int], limit: int) -> int | None:
     fitting = [v for v in values if v <= limit]
     return max(fitting) if fitting else None
-
-
-def _even_block(block: int, tiles: int) -> int:
-    """About ``block`` tiles per cache block, made equal across the blocks that ``tiles``
-    need: 22 tiles in blocks of 16 become two blocks of 11 (``space.even_row_blocks``)."""
-    blocks = -(-tiles // block)
-    return -(-tiles // blocks)
 
 
 def _nearest_tile(cands, s3: int, s2: int):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 
 from te import dtypes
-from te.expr import Binary, Const, Expr, free_vars, post_order
+from te.expr import Binary, Const, Expr, all_of, free_vars, post_order
 
 from .. import ir
 from ..ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt
@@ -154,7 +154,7 @@ class _Promote(StmtMutator):
         if 2 ** len(tails) <= MAX_VERSIONS:
             return self._versions(promote, tile, extents, tails, {}, rolled=False)
         promoted = promote(extents)
-        cond = self.an.simplify(_all(Const(n, "int32") <= rest for _, n, rest, _ in tails))
+        cond = self.an.simplify(all_of(*(Const(n, "int32") <= rest for _, n, rest, _ in tails)))
         constant = _ConstantExtents(self.an, {key: n for key, n, _, _ in tails}).visit(promoted)
         return _choose(self.an, cond, constant, _RolledTails().visit(promoted))
 
@@ -166,8 +166,9 @@ class _Promote(StmtMutator):
         where no copy runs."""
         if not tails:
             key = self.an.structural_key
-            sizes = [chosen.get(key(loop.extent), e) for loop, e in zip(tile, extents)]
-            copy = _ConstantExtents(self.an, chosen).visit(promote(sizes))
+            copy = promote([chosen.get(key(loop.extent), e) for loop, e in zip(tile, extents)])
+            if chosen:
+                copy = _ConstantExtents(self.an, chosen).visit(copy)
             return _RolledTails().visit(copy) if rolled else copy
         (bound, n, rest, part), later = tails[0], tails[1:]
         whole = self._versions(promote, tile, extents, later, {**chosen, bound: n}, rolled)
@@ -181,8 +182,9 @@ class _Promote(StmtMutator):
 
 #: Most copies of one promoted tile that ``_versioned`` makes (the whole tile and its tails).
 MAX_VERSIONS = 4
-#: The narrowest vector a backend holds a tile in (SSE's 128 bits): a vectorized tail of
-#: constant size gets its own copy only when it is a whole number of them.
+#: The narrowest vector a backend holds a tile in (SSE's 128 bits; ``backends.vector_tile``
+#: prints no narrower one): a vectorized tail of constant size gets its own copy only when
+#: it is a whole number of them.
 MIN_VECTOR_BYTES = 16
 
 
@@ -198,13 +200,6 @@ def _partial_count(an: Analyzer, factor: int, rest: Expr) -> int | None:
     if any(coeff % factor for _, coeff in form.terms.values()):
         return None
     return form.const % factor
-
-
-def _all(conds) -> Expr:
-    out = None
-    for c in conds:
-        out = c if out is None else out & c
-    return out
 
 
 def _choose(an: Analyzer, cond: Expr, then: Stmt | None, otherwise: Stmt | None) -> Stmt | None:
