@@ -38,6 +38,15 @@ LIMIT = 16
 REDUCE_BLOCKS = (256, 128)
 #: Rows of register tiles in one cache block of the second-last axis (A's block in L2).
 ROW_BLOCKS = (16, 8)
+#: A short output (at most this many rows on the row axis, fewer than ``FEW_ROWS`` in all)
+#: first tries all its rows in one cache block (GotoBLAS's ``mc`` covering M): each block of
+#: the streamed input, packed or copied where it is read, then serves every row once. In
+#: blocks of 16 or 8 tiles, 128 rows are two or three blocks, and each block of the streamed
+#: input is packed two or three times (``bench/RESULTS.md``). The input's block of rows
+#: (256 rows of a 256-long reduction block: 256 KiB of fp32) stays within a core's L2.
+ONE_BLOCK_ROWS = 256
+#: The row block of all the rows (``ONE_BLOCK_ROWS``).
+ALL_ROWS = 0
 #: Register tiles per cache block along the last axis (B's panels reused across rows).
 COLUMN_BLOCKS = (2, 4)
 #: A register tile of one row (GEMV, M = 1) reuses nothing from the streamed input: it
@@ -214,13 +223,15 @@ def _shapes_along(space, op, cands: dict, vector: str):
         packs = [prepacked]  # the same panels, packed once at build time: no call pays for the copy
     elif one_row or panel == PACK_NONE:
         packs = [PACK_NONE]  # one row never reuses a panel
-    elif math.prod(iv.extent for n, iv in enumerate(op.axis) if n != v) < FEW_ROWS:
+    elif _few_rows(op, v):
         # and the same panels packed per cache block where they are read, and the input
         # copied per block: panels of all of the input are written once per call and pay off
         # only over many rows
         packs = [panel, PACK_BLOCK_PANELS + panel[len(PACK_PANELS):], panel[len(PACK_PANELS):]]
     else:
         packs = [panel]
+    if not one_row and _few_rows(op, v) and op.axis[row].extent <= ONE_BLOCK_ROWS:
+        blocks = (blocks[0], (ALL_ROWS, *blocks[1]), blocks[2])
     for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):
         width = _largest(_s3_values(tile_cands[axes[v]]), lanes * width_vectors)
         if width is None:
@@ -235,7 +246,7 @@ def _shapes_along(space, op, cands: dict, vector: str):
             # about row_block tiles a block, made equal across the blocks: 22 tiles in blocks
             # of 16 become two blocks of 11 (``space.even_row_blocks`` offers them)
             tiles = -(-op.axis[row].extent // rows)
-            inner[axes[row]] = (rows, even_block(tiles, -(-tiles // row_block)))
+            inner[axes[row]] = (rows, tiles if row_block == ALL_ROWS else even_block(tiles, -(-tiles // row_block)))
         if combines_online(op):  # the axes after the rows whole in one tile: hosted stages run once per row block
             inner.update({a: (1, iv.extent) for a, iv in zip(axes[row + 1:], op.axis[row + 1:])})
             inner[axes[v]] = (width, -(-op.axis[v].extent // width))
@@ -255,6 +266,12 @@ def _shapes_along(space, op, cands: dict, vector: str):
         if cands.get("vector"):
             shape["vector"] = vector
         yield shape
+
+
+def _few_rows(op, vector: int) -> bool:
+    """Whether ``op``'s output has fewer than ``FEW_ROWS`` rows when vectorized along axis
+    ``vector`` (the product of the other axes' extents)."""
+    return math.prod(iv.extent for n, iv in enumerate(op.axis) if n != vector) < FEW_ROWS
 
 
 def _most_rows(fits: list[int], extent: int) -> int:

@@ -25,8 +25,9 @@ def test_row_tiles_that_divide_the_axis_and_vector_axes_get_no_extra_blocks():
 def test_starting_points_cut_128_rows_into_even_blocks():
     space = ConfigSpace.from_workload(te.create_workload("matmul", M=128, N=4096, K=4096), "cpu:avx2")
     row_tiles = {space.decisions(c)["C"].tile("i").sizes for c in space.starting_points(random.Random(0))}
-    # 16 and 8 tiles per block, evened out over the 22 tiles: blocks of 11 and of 8.
-    assert row_tiles == {(1, 11, 6), (1, 8, 6)}
+    # all 22 tiles in one block (a short output), then 16 and 8 tiles per block evened out
+    # over the 22 tiles: blocks of 11 and of 8.
+    assert row_tiles == {(1, 22, 6), (1, 11, 6), (1, 8, 6)}
 
 
 def test_an_even_block_computes_the_reference():

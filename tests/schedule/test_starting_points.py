@@ -68,6 +68,24 @@ def test_points_follow_the_space_candidates_on_odd_shapes_and_epilogues():
         == {"panels:B", "block-panels:B", "B"}
 
 
+@pytest.mark.parametrize("target", ["cpu:avx2", "cpu:avx512"])
+def test_a_short_output_first_takes_all_its_rows_in_one_cache_block(target):
+    # 128 rows in blocks of 16 or 8 tiles are two or three blocks, and each block of B packed
+    # (or copied) where it is read is then packed two or three times; all rows in one block
+    # pack it once. The first points do that with each of the three packs.
+    space = _space(target, M=128, N=4096, K=4096)
+    points = space.starting_points(random.Random(0))
+    rows = [space.decisions(c)["C"].tile("i").sizes for c in points]
+    whole = [n for n, (b, block, r) in enumerate(rows) if b == 1 and (block - 1) * r < 128 <= block * r]
+    assert whole[:3] == [0, 1, 2], rows
+    assert {space.decisions(points[n])["C"].pack for n in whole} == {"panels:B", "block-panels:B", "B"}
+    assert any(block * r < 128 for _, block, r in rows)  # the smaller blocks follow
+    # a tall output keeps its blocks of 16 or 8 tiles: 1024 rows of A are too many for L2
+    tall = _space(target)
+    assert all(block <= 16 for c in tall.starting_points(random.Random(0))
+               for _, block, _ in [tall.decisions(c)["C"].tile("i").sizes])
+
+
 def test_a_one_row_tile_streams_wide_blocks_a_short_reduction_at_a_time_unpacked():
     # GEMV (M = 1): nothing of B is reused, so no panels; the points stream 512 to 2048
     # columns of B's rows per step of a reduction block of 8 or 16, both cores busy.
