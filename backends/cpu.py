@@ -141,7 +141,7 @@ class CPUDialect(Dialect):
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind == ir.PARALLEL:
-            return [f"#pragma omp parallel for schedule({'static, 1' if _uneven_iterations(loop) else 'static'})"]
+            return [f"#pragma omp parallel for schedule({_parallel_schedule(loop)})"]
         if loop.kind == ir.VECTORIZED:
             if isinstance(loop.extent, Const) and _touches_register_tile(loop):
                 return ["#pragma GCC ivdep"] + (["#pragma GCC unroll 1"] if self._one_vector_of_tile(loop) else [])
@@ -210,6 +210,30 @@ def _reached_through_pointer(buf) -> bool:
     gcc 12 kept the tile in memory (a load and a store of each accumulator per FMA);
     through the pointer it kept it in registers (``bench/RESULTS.md``)."""
     return not buf.in_registers
+
+
+#: A parallel loop of known extent is handed out in chunks of consecutive iterations, this
+#: many to twice as many in all (one iteration each in a shorter loop): few enough that
+#: taking one (an atomic increment) costs nothing beside its work, enough that a thread that
+#: starts late leaves the others only a small share to wait for.
+PARALLEL_CHUNKS = 64
+
+
+def _parallel_schedule(loop: For) -> str:
+    """The OpenMP schedule of parallel ``loop``. Of a known extent: ``dynamic`` in chunks
+    of ``extent // PARALLEL_CHUNKS`` iterations (at least one), each thread taking the next
+    chunk when it is done with its last. A thread can start late: on a virtual machine whose
+    idle CPUs halt, the first parallel region after a few milliseconds of idleness waits for
+    the other CPU to run again (up to milliseconds), and the tuner's repeats each follow a
+    cache flush that long. In fixed shares (``static``) the thread that runs waits for that
+    one's share at the end; in chunks it takes them over (``bench/RESULTS.md`` has 1024³
+    timed both ways with the final timing's rounds). Chunks also even out iterations of
+    unequal work (a tile's last block). Of an unknown extent: fixed shares, handed out one
+    iteration at a time where they are unequal (``_uneven_iterations``)."""
+    extent = ir.const_int(loop.extent)
+    if extent is not None:
+        return f"dynamic, {max(1, extent // PARALLEL_CHUNKS)}"
+    return "static, 1" if _uneven_iterations(loop) else "static"
 
 
 def _uneven_iterations(loop: For) -> bool:

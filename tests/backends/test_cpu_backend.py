@@ -12,6 +12,7 @@ import backends
 import schedule
 import te
 from backends import cpu
+from schedule import ir
 from sched_helpers import check, register_tile_batch_matmul, register_tile_matmul, run, tensor, workload
 
 
@@ -143,20 +144,31 @@ def test_source_pragmas_for_parallel_vectorize_unroll():
         assert lines[n + 1].strip().startswith(f"for (int64_t {loop} = 0;")
 
 
-@pytest.mark.parametrize("rows,even", [(16, True), (12, False)])
-def test_a_parallel_loop_of_unequal_blocks_hands_them_out_one_at_a_time(rows, even):
-    # 64 rows in blocks of 16 are 4 equal blocks: contiguous halves. In blocks of 12 the last
-    # has 4 rows; in halves one thread would get it and the other a full share, so the
-    # blocks are dealt out one at a time.
-    wl = te.create_workload("matmul", M=64, N=32, K=8)
+@pytest.mark.parametrize("m,rows,chunk", [(64, 16, 1), (64, 12, 1), (1000, 1, 15), (4096, 8, 8)])
+def test_a_parallel_loop_is_handed_out_in_chunks_of_consecutive_iterations(m, rows, chunk):
+    # About PARALLEL_CHUNKS chunks, at least one iteration each: a thread that starts late
+    # (its CPU halted while idle) leaves the other a chunk to wait for, not half the loop,
+    # and blocks of unequal work (12-row blocks of 64 rows: the last has 4) even out.
+    wl = te.create_workload("matmul", M=m, N=32, K=8)
     C = wl.outputs[0]
     s = schedule.create_schedule(C)
     io, ii = s[C].split(C.op.axis[0], factor=rows)
     s[C].parallel(io)
     module = check(s, wl)
     pragmas = [line.strip() for line in module.source.splitlines() if "omp parallel for" in line]
-    assert pragmas == ["#pragma omp parallel for schedule(static)" if even
-                       else "#pragma omp parallel for schedule(static, 1)"]
+    assert pragmas == [f"#pragma omp parallel for schedule(dynamic, {chunk})"]
+    assert chunk == max(1, -(-m // rows) // cpu.PARALLEL_CHUNKS)
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_parallel_loop_of_unknown_extent_keeps_fixed_shares(guarded):
+    # Without an extent there is no chunk size to choose: contiguous shares, dealt out one
+    # iteration at a time where a guard inside depends on the loop (unequal iterations).
+    i, n = te.var("i"), te.var("n")
+    body = ir.IfThenElse(i < 5, ir.Seq(())) if guarded else ir.Seq(())
+    loop = ir.For(i, n, ir.PARALLEL, body)
+    assert cpu.CPUDialect().loop_pragmas(loop) == [
+        f"#pragma omp parallel for schedule({'static, 1' if guarded else 'static'})"]
 
 
 @pytest.fixture
