@@ -6,8 +6,9 @@ accumulators (``rows x width``, the width a multiple of the vector length), the
 streamed input packed into panels of that width, a reduction block whose panel slice
 stays in L1, and cache blocks of several register tiles. A short output (fewer than
 ``FEW_ROWS`` rows) also tries the streamed input in panels packed per cache block, and copied
-per cache block, instead of panels of all of it,
-and a one-row output (GEMV) streams wide blocks unpacked. An input the op declares
+per cache block, instead of panels of all of it, and first takes all its rows in one cache
+block where they are few (``ONE_BLOCK_ROWS``), so that each block of it is packed once;
+a one-row output (GEMV) streams wide blocks unpacked. An input the op declares
 layout-free (constant weights of ``dense``) is packed into the panels once, at build time. This module writes down a few
 such configs per space from the target's register file and the space's own candidates,
 so the model-guided and evolutionary tuners measure them in their first batch and climb
