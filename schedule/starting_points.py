@@ -220,18 +220,19 @@ def _shapes_along(space, op, cands: dict, vector: str):
     one_row = row is None or op.axis[row].extent == 1
     blocks = ((ONE_ROW_REDUCE_BLOCKS, (1,), ONE_ROW_COLUMN_BLOCKS) if one_row
               else (REDUCE_BLOCKS, ROW_BLOCKS, COLUMN_BLOCKS))
+    few_rows = _few_rows(op, v)
     if prepacked is not None and not one_row:
         packs = [prepacked]  # the same panels, packed once at build time: no call pays for the copy
     elif one_row or panel == PACK_NONE:
         packs = [PACK_NONE]  # one row never reuses a panel
-    elif _few_rows(op, v):
+    elif few_rows:
         # and the same panels packed per cache block where they are read, and the input
         # copied per block: panels of all of the input are written once per call and pay off
         # only over many rows
         packs = [panel, PACK_BLOCK_PANELS + panel[len(PACK_PANELS):], panel[len(PACK_PANELS):]]
     else:
         packs = [panel]
-    if not one_row and _few_rows(op, v) and op.axis[row].extent <= ONE_BLOCK_ROWS:
+    if few_rows and not one_row and op.axis[row].extent <= ONE_BLOCK_ROWS:
         blocks = (blocks[0], (ALL_ROWS, *blocks[1]), blocks[2])
     for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):
         width = _largest(_s3_values(tile_cands[axes[v]]), lanes * width_vectors)
