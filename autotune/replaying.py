@@ -451,7 +451,7 @@ def replay(recording: Recording, tuners: Sequence[str], seeds: int | Sequence[in
 
     ``seeds``: a count (seeds 0 .. n-1) or the seeds themselves. ``on_run(run)`` is
     called after each replayed run, in order (for progress). One feature cache serves
-    every run. ``jobs`` > 1 replays that many runs at a time in forked processes: each
+    every run. ``jobs`` > 1 replays that many runs at a time in worker processes: each
     run is deterministic under its seed, so the report is the same as with ``jobs=1``.
     ``transfer``: recordings of other workloads (on the same target kind) whose records,
     up to ``transfer_limit`` of each (``transfer_records``), warm-start every tuner that
@@ -497,37 +497,34 @@ def _replay_pairs(recording: Recording, pairs: list[tuple[str, int]], options: d
         for tuner, seed in pairs:
             yield replay_one(recording, tuner, seed, features=features, **options)
         return
-    import multiprocessing
+    from .worker_pool import start_pool, stop_pool
 
-    # Lower every recorded config once, here, so that the forked processes share the
-    # features instead of each lowering them again. Then stop the feature pool: its
-    # management and queue threads hold locks, and a process forked while they run can
-    # inherit one held and hang for ever (the cache starts a new pool if it needs one).
+    # Lower every recorded config once, here, and hand the features to every worker
+    # instead of each lowering them again; the cache's own pool is not needed meanwhile.
     features.get_many(recording.task, recording.configs())
     features.close()
-    global _FORKED
-    _FORKED = (recording, options, features)
+    pool = start_pool(min(jobs, len(pairs)), preload=[__name__], initializer=_start_replay_worker,
+                      initargs=(recording, options, features))
+    finished = False
     try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(pairs)), initializer=_start_replay_process,
-                                                      initargs=(os.getpid(),)) as pool:
-            yield from pool.imap(_replay_forked, pairs)
+        yield from pool.map(_replay_in_worker, pairs)
+        finished = True
     finally:
-        _FORKED = None
+        stop_pool(pool, kill=not finished)
 
 
-#: What a forked replay process inherits: (recording, options, feature cache).
-_FORKED = None
+#: What a replay worker was given: (recording, options, feature cache).
+_WORKER_STATE = None
 
 
-def _start_replay_process(parent_pid: int) -> None:
-    from backends.process import die_with_parent
+def _start_replay_worker(recording: Recording, options: dict, features) -> None:
+    global _WORKER_STATE
+    features.work_alone()
+    _WORKER_STATE = (recording, options, features)
 
-    die_with_parent(parent_pid)
-    _FORKED[2].forked()
 
-
-def _replay_forked(pair: tuple[str, int]) -> ReplayRun:
-    recording, options, features = _FORKED
+def _replay_in_worker(pair: tuple[str, int]) -> ReplayRun:
+    recording, options, features = _WORKER_STATE
     tuner, seed = pair
     return replay_one(recording, tuner, seed, features=features, **options)
 

@@ -22,35 +22,6 @@ PARALLEL_MIN = 32
 _WORKER_TASKS: dict = {}
 
 
-def _worker_context():
-    """The multiprocessing context of the worker pool: "forkserver", its server preloading
-    this module (not the caller's ``__main__``, which need not guard its top level).
-
-    Not "fork": the tuner may run threads that hold locks at the moment of a fork (a Ray
-    driver's gRPC threads, a measuring thread), and a child that inherits such a lock hangs
-    for ever. The server is a fresh single-threaded process; each worker forks from it at
-    once, and it exits when its owner and the workers have.
-    """
-    import multiprocessing
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return context
-
-
-def _start_worker(tuner_pid: int) -> None:
-    """Pool worker set-up: leave Ctrl-C to the tuner, which shuts the pool down, and die
-    with the tuner. Not with the parent: the worker's parent is the fork server, which lives
-    as long as any worker does (each holds its keep-alive pipe), so the two would wait on
-    each other for ever after a tuner killed with SIGKILL."""
-    import signal
-
-    from backends.process import die_with
-
-    die_with(tuner_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _extractor(task):
     """The feature extractor of the task's target kind (``autotune.targets``)."""
     from ..targets import parts_for
@@ -140,12 +111,10 @@ class FeatureCache:
     def _extract_in_pool(self, task, configs) -> None:
         t0 = time.perf_counter()
         if self._pool is None:
-            import os
-            from concurrent.futures import ProcessPoolExecutor
+            from ..worker_pool import start_pool
 
             # Jobs carry the workload's JSON, so a worker needs no registry.
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=_worker_context(),
-                                             initializer=_start_worker, initargs=(os.getpid(),))
+            self._pool = start_pool(self.workers, preload=[__name__])
         jobs = [(task.dag_json, task.target, c.to_json()) for c in configs]
         chunk = max(1, len(jobs) // (4 * self.workers))
         for config, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):
@@ -159,16 +128,28 @@ class FeatureCache:
         while len(self._data) > self.max_entries:
             self._data.popitem(last=False)
 
-    def forked(self) -> None:
-        """In a process forked from the cache's owner: keep the features, work alone (the
-        worker pool belongs to the parent)."""
-        self._pool = None
+    def __getstate__(self) -> dict:
+        """What another process gets: the features and counters, not the worker pool."""
+        state = self.__dict__.copy()
+        state["_pool"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for x in self._data.values():
+            x.setflags(write=False)
+
+    def work_alone(self) -> None:
+        """Lower new configs in this process, never in a pool (in a worker whose siblings
+        have the other CPUs)."""
         self.workers = 1
 
     def close(self) -> None:
         """Stop the worker pool (if one was started)."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            from ..worker_pool import stop_pool
+
+            stop_pool(self._pool)
             self._pool = None
 
     def feature_fn(self, task):
