@@ -65,15 +65,25 @@ def blas_overrides_set() -> list[str]:
     return [name for name in BLAS_OVERRIDES if name in os.environ]
 
 
-def reexec_without_blas_overrides() -> None:
+def reexec_without_blas_overrides(quiet_threads: bool = False) -> None:
     """Restart this process with the same command line, minus the OpenBLAS overrides (once).
+
+    ``quiet_threads``: also restart where the environment lacks ``QUIET_THREADS_ENV``, and
+    set it: for a process that times NumPy and kernels in turn itself. OpenBLAS reads it
+    when NumPy loads, which is before a script's first line runs when it imports this
+    module; setting it afterwards changes nothing, and OpenBLAS's threads then spin for
+    about 0.1 s after each call, beside the kernel timed next.
 
     ``sys.orig_argv`` keeps the interpreter's own options (``-m autotune.cli``), so a
     console script and ``python -m`` restart alike. Call before any side effect.
     """
-    if not blas_overrides_set() or os.environ.get(_REEXEC_MARK):
-        return
+    from .timing_protocol import quiet_threads_env
+
     env = {k: v for k, v in os.environ.items() if k not in BLAS_OVERRIDES}
+    if quiet_threads:
+        env = quiet_threads_env(env)
+    if env == dict(os.environ) or os.environ.get(_REEXEC_MARK):
+        return
     env[_REEXEC_MARK] = "1"
     sys.stdout.flush()
     sys.stderr.flush()

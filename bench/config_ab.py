@@ -16,7 +16,8 @@ library's idle threads stop spinning, as in the final timing), and the table giv
 fastest call and 10th and 50th percentiles, and the ratio to NumPy's at the same
 percentile. The fastest call and the 10th percentile are what the kernel does when the host
 lets it: between two runs of the same kernels they agree within a few percent where the
-medians do not. They are for choosing between variants; the figures a run reports come from
+medians do not. The order of the calls changes every round (a seeded shuffle), so that no
+kernel always follows the same one. They are for choosing between variants; the figures a run reports come from
 the final timing (``bench/final_figures.py``).
 
 The pause has a cost of its own on a virtual machine whose idle CPUs halt: the first
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -73,10 +75,7 @@ def main() -> None:
     if args.threads is not None and os.environ.get("OMP_NUM_THREADS") != str(args.threads):
         os.environ.update(OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
         os.execv(sys.executable, [sys.executable, *sys.argv])
-    anchor.reexec_without_blas_overrides()
-    from autotune.timing_protocol import QUIET_THREADS_ENV
-    for name, value in QUIET_THREADS_ENV.items():  # read by OpenBLAS when NumPy loads it
-        os.environ.setdefault(name, value)
+    anchor.reexec_without_blas_overrides(quiet_threads=True)  # OpenBLAS idles its threads after a call
 
     import numpy as np
 
@@ -105,12 +104,15 @@ def main() -> None:
         kernels.append(kernel)
     calls = [lambda: np.matmul(a, b, out=c)] + [lambda kernel=kernel: kernel(a, b, c) for kernel in kernels]
     seconds: list[list[float]] = [[] for _ in calls]
+    order = random.Random(0)
     for _ in range(args.calls):
-        for times, call in zip(seconds, calls):
+        # A new order every round: the call after NumPy's, or after a given kernel, would
+        # otherwise always be the same one, and so would whatever that position costs.
+        for i in order.sample(range(len(calls)), len(calls)):
             time.sleep(args.pause)
             start = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - start)
+            calls[i]()
+            seconds[i].append(time.perf_counter() - start)
 
     print(f"# matmul {m}x{n}x{k}, {args.calls} calls each, threads {os.environ.get('OMP_NUM_THREADS', 'all')}; "
           f"NumPy: {anchor.blas_description()}")

@@ -29,12 +29,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import anchor  # noqa: E402
 
-anchor.reexec_without_blas_overrides()
-
-from autotune.timing_protocol import QUIET_THREADS_ENV  # noqa: E402
-
-for _name, _value in QUIET_THREADS_ENV.items():  # OpenBLAS reads it when NumPy loads it
-    os.environ.setdefault(_name, _value)
+anchor.reexec_without_blas_overrides(quiet_threads=True)  # OpenBLAS idles its threads after a call
 
 import numpy as np  # noqa: E402
 

@@ -105,3 +105,33 @@ def test_anchor_restarts_the_process_without_openblas_overrides(tmp_path):
     out = subprocess.run([sys.executable, str(probe), "x", "--y"], env=env, cwd=REPO, capture_output=True,
                          text=True, timeout=60, check=True).stdout.splitlines()
     assert out == ["before Haswell", "before None", "after None None yes ['x', '--y']"]
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "4"), ("16", "16")])
+def test_a_process_that_times_numpy_itself_restarts_with_openblas_threads_quiet(tmp_path, preset, expected):
+    """OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when NumPy loads (importing the anchor module
+    loads it), so a process timing NumPy and kernels in turn restarts with it set, and a
+    value the user set is kept."""
+    import subprocess
+    import sys
+
+    from cli_helpers import REPO, cli_env
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os\n"
+        "from autotune import anchor\n"
+        "print('before', os.environ.get('OPENBLAS_THREAD_TIMEOUT'), flush=True)\n"
+        "anchor.reexec_without_blas_overrides(quiet_threads=True)\n"
+        "print('after', os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
+    )
+    env = cli_env(tmp_path)
+    env.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    if preset is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = preset
+    out = subprocess.run([sys.executable, str(probe)], env=env, cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.splitlines()
+    if preset is None:
+        assert out == ["before None", "before 4", "after 4"]   # restarted once, with it set
+    else:
+        assert out == [f"before {preset}", f"after {preset}"]   # nothing to change: no restart
