@@ -61,3 +61,25 @@ def test_stopping_with_kill_ends_a_running_job_at_once():
     stop_pool(pool, kill=True)
     assert time.monotonic() - t0 < 10
     assert _wait_gone(pid)
+
+
+def test_a_script_without_a_main_guard_runs_once_with_a_pool_started_at_its_top_level(tmp_path):
+    """Multiprocessing would run the main script again in every worker (an unguarded
+    ``tune()`` at its top level would tune again there); the workers leave it alone."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    script = tmp_path / "script.py"
+    script.write_text(
+        "from autotune.worker_pool import start_pool, stop_pool\n"
+        "print('top level ran', flush=True)\n"
+        "pool = start_pool(2, preload=[])\n"
+        "print('jobs', sum(pool.map(abs, range(-4, 4))), flush=True)\n"
+        "stop_pool(pool)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["top level ran", "jobs 16"]
