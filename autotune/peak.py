@@ -25,15 +25,25 @@ RUNS = 5
 ITERATIONS = 1 << 20
 
 _SOURCE = """#include <omp.h>
+#include <time.h>
 typedef float vf __attribute__((vector_size({vector_bytes})));
 
 int peak_threads(void) {{ return omp_get_max_threads(); }}
 
-/* {chains} independent FMA chains per thread; the sum keeps the compiler from dropping them. */
-float peak_fma(long iters, float b, float c) {{
+static double thread_cpu_seconds(void) {{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}}
+
+/* {chains} independent FMA chains per thread; the sum keeps the compiler from dropping them.
+   *cpu: the CPU seconds the threads spent in the loop, together. */
+float peak_fma(long iters, float b, float c, double* cpu) {{
     float total = 0.0f;
-    #pragma omp parallel reduction(+:total)
+    double used = 0.0;
+    #pragma omp parallel reduction(+:total, used)
     {{
+        double start = thread_cpu_seconds();
         vf acc[{chains}];
         for (int i = 0; i < {chains}; i++) acc[i] = (vf){{}} + (float)i;
         for (long it = 0; it < iters; it++) {{
@@ -43,24 +53,42 @@ float peak_fma(long iters, float b, float c) {{
         vf sum = (vf){{}};
         for (int i = 0; i < {chains}; i++) sum += acc[i];
         for (int l = 0; l < {lanes}; l++) total += sum[l];
+        used += thread_cpu_seconds() - start;
     }}
+    *cpu = used;
     return total;
 }}
 """
 
 
+#: Least share of its threads' wall time that the fastest run must have had on a CPU for
+#: the reading to be trusted; below it other processes held the cores, and the peak read low.
+MIN_CPU_SHARE = 0.9
+
+
 @dataclass(frozen=True)
 class Peak:
-    """A measured fp32 peak: ``gflops`` over ``cores`` threads of ``lanes``-wide FMAs."""
+    """A measured fp32 peak: ``gflops`` over ``cores`` threads of ``lanes``-wide FMAs.
+
+    ``cpu_share``: the CPU time the fastest run got over its wall time times ``cores``
+    (1.0 when every thread ran throughout; None where it was not measured). A loaded
+    machine gives the loop less than its cores, and the peak reads low with no other sign.
+    """
 
     gflops: float
     cores: int
     lanes: int
     chains: int
+    cpu_share: float | None = None
 
     def describe(self) -> str:
         return (f"{self.gflops:.0f} GFLOP/s fp32 (FMA throughput measured on {self.cores} "
                 f"core{'s' if self.cores != 1 else ''}, {self.lanes} lanes)")
+
+    @property
+    def busy(self) -> bool:
+        """Whether other work held the cores while the peak was read (it then reads low)."""
+        return self.cpu_share is not None and self.cpu_share < MIN_CPU_SHARE
 
     def share(self, gflops: float) -> float:
         """``gflops`` as a fraction of this peak."""
@@ -77,22 +105,28 @@ def peak_source(vector_bytes: int, registers: int) -> tuple[str, int, int]:
 
 
 def measure_cpu_peak(facts, timer: Callable[[], float] = time.perf_counter, runs: int = RUNS,
-                     iterations: int = ITERATIONS) -> Peak:
+                     iterations: int = ITERATIONS, cpu_seconds: Callable[[float], float] | None = None) -> Peak:
     """The fp32 peak of the CPU ``facts`` describe (a ``CpuFacts``), measured here with the
-    target's own compiler flags. ``timer`` is injectable so the arithmetic can be tested."""
+    target's own compiler flags. ``timer`` is injectable so the arithmetic can be tested, and
+    so is ``cpu_seconds`` (the loop's own reading of its threads' CPU time in -> the one to
+    use). The threads read their own CPU clocks: the process's clock counts another running
+    thread's time only at its next scheduler tick, so it missed half of a 20 ms run."""
     from backends.cpu import cflags, compile_source
 
     source, lanes, chains = peak_source(facts.vector_bytes, facts.vector_registers)
     lib = ctypes.CDLL(str(compile_source(source, cflags(facts.isa_flags))))
     lib.peak_fma.restype = ctypes.c_float
-    lib.peak_fma.argtypes = (ctypes.c_long, ctypes.c_float, ctypes.c_float)
+    lib.peak_fma.argtypes = (ctypes.c_long, ctypes.c_float, ctypes.c_float, ctypes.POINTER(ctypes.c_double))
     threads = lib.peak_threads()
-    lib.peak_fma(2 * iterations, 0.999999, 1e-6)  # warm-up: threads started, clocks up (tens of ms)
-    fastest = None
+    used = ctypes.c_double()
+    lib.peak_fma(2 * iterations, 0.999999, 1e-6, used)  # warm-up: threads started, clocks up (tens of ms)
+    fastest = share = None
     for _ in range(runs):
         start = timer()
-        lib.peak_fma(iterations, 0.999999, 1e-6)
+        lib.peak_fma(iterations, 0.999999, 1e-6, used)
         elapsed = timer() - start
-        fastest = elapsed if fastest is None else min(fastest, elapsed)
+        cpu = used.value if cpu_seconds is None else cpu_seconds(used.value)
+        if fastest is None or elapsed < fastest:
+            fastest, share = elapsed, cpu / max(elapsed * threads, 1e-12)
     flops = 2.0 * threads * iterations * chains * lanes
-    return Peak(flops / max(fastest, 1e-12) / 1e9, threads, lanes, chains)
+    return Peak(flops / max(fastest, 1e-12) / 1e9, threads, lanes, chains, min(1.0, share))

@@ -101,6 +101,21 @@ def explain_record(record, db=None) -> tuple[list[str], list[str]]:
     return explain_config(task, config)
 
 
+def peak_lines(peak, best_gflops: float) -> list[str]:
+    """The report's lines on the machine's measured peak (an ``autotune.peak.Peak``) and the
+    best kernel's share of it, with a warning where the reading cannot be trusted."""
+    share = peak.share(best_gflops)
+    lines = [f"peak:     {peak.describe()}; the best is {100 * share:.0f} % of it"]
+    if peak.busy:
+        lines.append(f"          warning: the machine was busy while the peak was read (its threads had "
+                     f"{100 * peak.cpu_share:.0f} % of their cores), so it reads low")
+    if share > 1.0:  # no kernel outruns the FMA loop at the same FLOP count
+        lines.append("          above the peak: the kernel skips work the FLOP count includes (a convolution's "
+                     "padding taps; Winograd's products, counted as the direct convolution's), or the machine was "
+                     "busy while the peak was read")
+    return lines
+
+
 def _block(label: str, lines: list[str]) -> list[str]:
     """``lines`` under a report label: the first beside it, the rest aligned below."""
     return [(label if n == 0 else "").ljust(10) + line for n, line in enumerate(lines)]
@@ -176,14 +191,8 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
             lines.append(f"          warning: {anchor['warning']}")
         if anchor.get("blas"):
             lines.append(f"          BLAS {anchor['blas']}")
-    peak = anchor.get("peak")
-    if peak is not None and result.best_gflops:
-        share = peak.share(result.best_gflops)
-        lines.append(f"peak:     {peak.describe()}; the best is {100 * share:.0f} % of it")
-        if share > 1.0:  # no kernel outruns the FMA loop at the same FLOP count
-            lines.append("          above the peak: the kernel skips work the FLOP count includes (a convolution's "
-                         "padding taps; Winograd's products, counted as the direct convolution's), or the machine was "
-                         "busy while the peak was read")
+    if anchor.get("peak") is not None and result.best_gflops:
+        lines += peak_lines(anchor["peak"], result.best_gflops)
     t = result.timings
     lines.append(
         "time:     " + ", ".join(f"{name} {t.get(key, 0.0):.1f} s" for name, key in (

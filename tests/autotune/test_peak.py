@@ -30,6 +30,35 @@ def test_the_peak_is_the_fastest_run_of_every_thread_s_fmas():
     assert next(ticks, None) is None  # two readings per run, none more
 
 
+def test_the_peak_says_how_much_of_its_cores_the_fastest_run_had():
+    ticks = iter([0.0, 0.5, 1.0, 1.25])   # wall: 0.5 s, then 0.25 s (the fastest)
+    cpu = iter([1.0, 0.15])                # its threads' CPU time together: 0.15 s
+    readings = []
+    facts = parse_target("cpu:avx2").facts
+    peak = measure_cpu_peak(facts, timer=lambda: next(ticks), runs=2, iterations=1000,
+                            cpu_seconds=lambda seconds: readings.append(seconds) or next(cpu))
+    assert peak.cpu_share == pytest.approx(0.15 / (0.25 * peak.cores))
+    assert peak.busy
+    assert len(readings) == 2 and all(r > 0 for r in readings)   # the loop reads its threads' clocks
+
+
+def test_a_peak_read_on_a_quiet_machine_had_its_cores():
+    facts = parse_target("cpu:avx2").facts
+    peak = measure_cpu_peak(facts, runs=3, iterations=1 << 14)
+    assert 0.0 < peak.cpu_share <= 1.0
+
+
+def test_a_peak_read_on_a_busy_machine_is_reported_with_a_warning():
+    from autotune.cli.report import peak_lines
+
+    quiet, busy = Peak(200.0, 2, 16, 24, cpu_share=0.99), Peak(90.0, 2, 16, 24, cpu_share=0.45)
+    assert not quiet.busy and not Peak(200.0, 2, 16, 24).busy   # unmeasured: no claim either way
+    assert peak_lines(quiet, 150.0) == ["peak:     200 GFLOP/s fp32 (FMA throughput measured on 2 cores, 16 lanes); "
+                                        "the best is 75 % of it"]
+    lines = peak_lines(busy, 60.0)
+    assert len(lines) == 2 and "busy while the peak was read (its threads had 45 % of their cores)" in lines[1]
+
+
 def test_a_peak_describes_itself_and_gives_shares():
     peak = Peak(200.0, 2, 16, 24)
     assert peak.describe() == "200 GFLOP/s fp32 (FMA throughput measured on 2 cores, 16 lanes)"
