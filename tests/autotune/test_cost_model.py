@@ -66,6 +66,15 @@ def test_relevance_is_normalized_throughput_per_group():
 # ---------------------------------------------------------------- the model
 
 
+def test_the_regression_fits_the_square_root_of_the_normalized_throughput():
+    """Costs 1, 4 and 16 s: relevance 1, 0.25, 0.0625; the regression's labels 1, 0.5, 0.25
+    (the square root spreads the slow configs apart, ``XGBCostModel``), which a model that
+    fits its records exactly predicts back."""
+    x = np.array([[0.0], [1.0], [2.0]] * 8, dtype=np.float32)
+    model = XGBCostModel(num_rounds=200, max_depth=2, learning_rate=0.3, nthread=1).fit(x, np.array([1.0, 4.0, 16.0] * 8))
+    assert model.predict(x[:3]) == pytest.approx([1.0, 0.5, 0.25], abs=0.01)
+
+
 @pytest.mark.parametrize("objective,min_accuracy", [
     ("rank:pairwise", 0.9),
     ("reg:squarederror", 0.9),
