@@ -3,9 +3,10 @@
     python bench/edge_tiles.py                          # matmul 1000^3 and 1024x1000x1024
     python bench/edge_tiles.py --shape 127 1023 511 --rows 8 --block 4
 
-One micro-kernel-shaped schedule (an ``rows`` x 32 register tile, ``block`` tiles per
-cache block of rows and 2 of columns, a reduction block of 256, B in 32-wide panels, the
-space's own decisions), lowered four ways:
+One micro-kernel-shaped schedule (the register tile of the space's first starting point,
+sized for this machine: 6 x 16 with AVX2, 8 x 32 or so with AVX-512; ``block`` tiles per
+cache block of rows and 2 of columns, a reduction block of 256, B in panels, the space's
+own decisions), lowered four ways:
 
 - ``guarded``: every overhang past the tensor's edge guarded, tail loops with variable
   trip counts (what lowering did before the two rules below);
@@ -62,11 +63,16 @@ def rules(versioned: bool, overhang: bool):
         _Promote._versioned, lowering._overcomputed_axes = saved
 
 
-def config_for(space: ConfigSpace, rows: int, block: int):
+def config_for(space: ConfigSpace, rows: int | None, block: int):
+    """The schedule the variants share: the space's first starting point's register tile
+    (sized for this machine's vectors and registers; ``rows`` overrides its rows), in
+    cache blocks of ``block`` tiles by 2, a reduction block of 256, B in panels."""
     base = space.starting_points(random.Random(0))[0]
     decisions = space.decisions(base)
     (c,) = list(decisions)
-    c = c.with_tiles(i=(1, block, rows), j=(1, 2, 32)).with_reduce_tiles(k=(256,))
+    tiles = {t.axis: t.sizes for t in c.tiles}
+    rows = tiles["i"][-1] if rows is None else rows
+    c = c.with_tiles(i=(1, block, rows), j=(1, 2, tiles["j"][-1])).with_reduce_tiles(k=(256,))
     c = dataclasses.replace(c, pack="panels:B", at="b", parallel=2)
     config = decisions.replace(c).to_config()
     problem = space.check(config)
@@ -86,7 +92,8 @@ def build_variant(space, config, versioned: bool, overhang: bool, wide: bool) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", type=int, nargs=3, action="append", metavar=("M", "N", "K"))
-    parser.add_argument("--rows", type=int, default=10, help="register tile rows (8 where 10 is no candidate)")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="register tile rows (default: the space's first starting point's)")
     parser.add_argument("--block", type=int, default=16, help="register tiles per cache block of rows")
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
@@ -99,9 +106,7 @@ def main() -> None:
     for m, n, k in args.shape or [(1000, 1000, 1000), (1024, 1000, 1024)]:
         wl = te.create_workload("matmul", M=m, N=n, K=k)
         space = ConfigSpace.from_workload(wl)
-        row_tiles = next(knob.candidates for knob in space.knobs.knobs if knob.name == "C.tile.i")
-        rows = args.rows if any(t[2] == args.rows for t in row_tiles) else 8
-        config = config_for(space, rows, args.block)
+        config = config_for(space, args.rows, args.block)
         a, b = wl.random_inputs(0)
         c = np.empty((m, n), np.float32)
         modules = [build_variant(space, config, *flags) for _, *flags in variants]
@@ -113,7 +118,8 @@ def main() -> None:
         calls = [lambda mod=mod: mod.call_unchecked(pointers) for mod in modules] + [lambda: np.matmul(a, b, out=c)]
         rounds = anchor.alternating_medians(calls, args.rounds, flush)
         gflops = [2.0 * m * n * k / statistics.median(r) / 1e9 for r in rounds]
-        print(f"| {m}x{n}x{k} | {rows}x32 | " + " | ".join(f"{g:.1f}" for g in gflops) + " |", flush=True)
+        tile = "x".join(str(t.sizes[-1]) for t in next(iter(space.decisions(config))).tiles)
+        print(f"| {m}x{n}x{k} | {tile} | " + " | ".join(f"{g:.1f}" for g in gflops) + " |", flush=True)
 
 
 if __name__ == "__main__":
