@@ -109,9 +109,10 @@ class XGBCostModel:
       middle) in about half as many (``bench/RESULTS.md``, "Search strategies on
       recorded spaces"). The square root keeps that order and spreads the middle of the
       range a little: held-out pairwise accuracy rose by 0.01-0.02 on all five
-      recordings, and over 30 replayed seeds the tuner reached 0.95x in fewer trials on
-      each of them (``bench/RESULTS.md``, "The model's label"); a logarithm spreads the
-      slow configs further and lost the fast ones on matmul.
+      recordings, and replayed with 20 seeds the tuner reached 0.95x of the optimum in
+      15-25 % fewer trials on each recorded space (``bench/RESULTS.md``, "The model's
+      label"); a logarithm spreads the slow configs further and lost the fast ones on
+      matmul.
     - ``rank:pairwise``: LambdaMART with the RankNet loss on pairs of records
       of the same query group. It only compares labels, so the label can be the
       continuous normalized throughput ``min_cost / cost`` (failures 0) with no
