@@ -48,7 +48,7 @@ import numpy as np
 
 from te import dtypes
 
-from .timing_protocol import CacheFlusher, Rounds, fastest_round
+from .timing_protocol import CacheFlusher, Rounds, fastest_round, quiet_threads_env
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Set in the environment of the restarted process so that a failed clean-up cannot loop.
@@ -77,8 +77,6 @@ def reexec_without_blas_overrides(quiet_threads: bool = False) -> None:
     ``sys.orig_argv`` keeps the interpreter's own options (``-m autotune.cli``), so a
     console script and ``python -m`` restart alike. Call before any side effect.
     """
-    from .timing_protocol import quiet_threads_env
-
     env = {k: v for k, v in os.environ.items() if k not in BLAS_OVERRIDES}
     if quiet_threads:
         env = quiet_threads_env(env)

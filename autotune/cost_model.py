@@ -221,14 +221,14 @@ class XGBCostModel:
             return self
         order = np.argsort(g, kind="stable")  # xgboost wants each query group contiguous
         x, rel, g, w = x[order], rel[order], g[order], w[order]
+        ranking = self.objective.startswith("rank:")  # xgboost weighs ranking groups, not records
         if self.objective == "rank:ndcg":
             label = np.round(rel * NDCG_LEVELS)
         else:
-            label = rel if self.objective.startswith("rank:") else regression_label(rel)
+            label = rel if ranking else regression_label(rel)
         xgb = _xgboost()
-        ranking = self.objective.startswith("rank:")  # xgboost weighs ranking groups, not records
         dtrain = xgb.DMatrix(x, label=label, weight=None if ranking else w, nthread=self.params["nthread"])
-        if self.objective.startswith("rank:"):
+        if ranking:
             dtrain.set_group(np.unique(g, return_counts=True)[1])
         params = dict(self.params, max_depth=self.max_depth or depth_for(len(rel)))
         self.booster = xgb.train(params, dtrain, num_boost_round=self.num_rounds)

@@ -17,8 +17,8 @@ fastest call and 10th and 50th percentiles, and the ratio to NumPy's at the same
 percentile. The fastest call and the 10th percentile are what the kernel does when the host
 lets it: between two runs of the same kernels they agree within a few percent where the
 medians do not. The order of the calls changes every round (a seeded shuffle), so that no
-kernel always follows the same one. They are for choosing between variants; the figures a run reports come from
-the final timing (``bench/final_figures.py``).
+kernel always follows the same one. They are for choosing between variants; the figures a
+run reports come from the final timing (``bench/final_figures.py``).
 
 The pause has a cost of its own on a virtual machine whose idle CPUs halt: the first
 parallel region after it waits until the other CPU is running again (an OpenMP region
