@@ -31,6 +31,15 @@ the same way, until a confirmed candidate leads; the winner's figure, the anchor
 it, and the records stored are those of its confirmation, so the ranking the database
 applies (``Database.top_k``: final records by median) picks the config the run reports.
 
+The fastest few by their search readings need not include the fastest config: on a shared
+host one reading moves by 5-10 %, more than the gap between the configs at the top of a
+search, so the config that runs fastest may have been read 11th. The final timing therefore
+starts from a wider pool (``pool``, three times ``candidates`` by default) and *screens* it:
+``screen_rounds`` interleaved rounds of every config in the pool, without the anchor, each
+config ranked by the median over rounds of its time relative to that round's median time
+(a round the whole machine ran slow in moves no config's rank). The ``candidates`` fastest of
+the pool go on to the rounds with the anchor; the others are reported only as screened.
+
 A noisy machine needs more rounds than a quiet one: a shared host's rounds can dip by a
 third for a few seconds while a neighbour works, and the median of five such rounds moves by
 several percent from one process to the next. So the confirmation goes on past ``rounds``,
@@ -62,8 +71,10 @@ from .timing_protocol import SETTLE_S
 
 @dataclass(frozen=True)
 class FinalTimingOptions:
-    """How the final timing measures: the ``candidates`` fastest distinct configs of the
-    run, ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
+    """How the final timing measures: the ``pool`` fastest distinct configs of the run
+    (None: three times ``candidates``) screened in ``screen_rounds`` rounds without the
+    anchor when they are more than ``candidates``, whose fastest ``candidates`` are then timed
+    in ``rounds`` interleaved rounds, each timing of at least ``min_time`` seconds and
     ``min_repeats`` cache-flushed repeats, ``pause`` seconds between rounds and ``settle``
     seconds between the anchor and the candidates; ``anchor`` False leaves the anchor out
     (the command line's ``--no-anchor``); ``confirm`` times the leader again before it wins,
@@ -81,10 +92,17 @@ class FinalTimingOptions:
     confirm: bool = True
     max_rounds: int | None = None
     precision: float = 0.015
+    pool: int | None = None
+    screen_rounds: int = 2
 
     def __post_init__(self):
         if not isinstance(self.candidates, int) or self.candidates < 0:
             raise ValueError(f"FinalTimingOptions.candidates must be an int >= 0, got {self.candidates!r}")
+        if self.pool is not None and (not isinstance(self.pool, int) or self.pool < self.candidates):
+            raise ValueError(f"FinalTimingOptions.pool must be an int >= candidates ({self.candidates}), "
+                             f"got {self.pool!r}")
+        if not isinstance(self.screen_rounds, int) or self.screen_rounds < 1:
+            raise ValueError(f"FinalTimingOptions.screen_rounds must be an int >= 1, got {self.screen_rounds!r}")
         if not isinstance(self.rounds, int) or self.rounds < 1:
             raise ValueError(f"FinalTimingOptions.rounds must be an int >= 1, got {self.rounds!r}")
         if self.max_rounds is not None and (not isinstance(self.max_rounds, int) or self.max_rounds < self.rounds):
@@ -97,6 +115,17 @@ class FinalTimingOptions:
     def round_limit(self) -> int:
         """The most rounds one timing may take."""
         return 3 * self.rounds if self.max_rounds is None else self.max_rounds
+
+    @property
+    def pool_size(self) -> int:
+        """How many of the search's fastest distinct configs the final timing considers."""
+        return 3 * self.candidates if self.pool is None else self.pool
+
+    def screening(self) -> "FinalTimingOptions":
+        """These options for the screening rounds: ``screen_rounds`` of them, not extended,
+        without the anchor."""
+        return dataclasses.replace(self, rounds=self.screen_rounds, max_rounds=self.screen_rounds,
+                                   anchor=False, confirm=False)
 
 
 @dataclass
@@ -176,6 +205,24 @@ def relative_error(samples: list[float]) -> float:
     return _MEDIAN_SE * _MAD_TO_SD * mad / mid / len(samples) ** 0.5 if mid > 0 else float("inf")
 
 
+def fastest_in_rounds(times: InterleavedTimes, keep: int) -> list[int]:
+    """The ``keep`` fastest candidates of ``times`` (indices, fastest first), each ranked by
+    the median over rounds of its time over that round's median time across the candidates:
+    all of a round's candidates share its stretch of load, so a round the machine ran slow
+    in moves no candidate's rank. A candidate that failed is left out."""
+    timed = [i for i, rounds in enumerate(times.candidates) if rounds and i not in times.errors]
+    if not timed:
+        return []
+    scale = []
+    for r in range(max(len(times.candidates[i]) for i in timed)):
+        scale.append(statistics.median(times.candidates[i][r] for i in timed if len(times.candidates[i]) > r))
+
+    def relative(i: int) -> float:
+        return statistics.median(t / scale[r] for r, t in enumerate(times.candidates[i]))
+
+    return sorted(timed, key=relative)[:keep]
+
+
 def precise(times: InterleavedTimes, precision: float) -> bool:
     """Whether the fastest timed candidate's figure (its median over the anchor's, or alone
     without an anchor) has a relative standard error of at most ``precision``; True when no
@@ -221,6 +268,7 @@ class FinalFigures:
     anchor_name: str | None
     anchor_rounds: list[float] | None
     flops: int
+    screened: int = 0  # how many configs the screening rounds chose these from (0: no screening)
     run_id: int | None = None
     where: object = None  # the machine that timed them (a TargetInfo), when not the run's own
     #: candidate -> (its round medians, the anchor's) when it was timed again as the leader
@@ -290,23 +338,35 @@ def pick_candidates(history, n: int) -> list[tuple[Config, float]]:
 
 def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
                  options: FinalTimingOptions) -> FinalFigures:
-    """Build ``candidates`` again (the compile cache makes that cheap) and time them with the
-    anchor in the measuring process (``runner.time_final``). A build that fails now is that
-    candidate's error. Raises NotImplementedError when the runner has no final timing."""
-    configs = [c for c, _ in candidates]
-    builds = builder.build([MeasureInput(task, c) for c in configs])
-    ok = [i for i, b in enumerate(builds) if b.status == Status.OK]
+    """Build ``candidates`` (the pool, fastest first) again (the compile cache makes that
+    cheap), screen them when they are more than ``options.candidates``, and time the fastest
+    with the anchor in the measuring process (``runner.time_final``). A build or a screening
+    round that fails now is that candidate's error; the figures list the candidates timed
+    with the anchor and those that failed. Raises NotImplementedError when the runner has no
+    final timing."""
+    builds = builder.build([MeasureInput(task, c) for c, _ in candidates])
+    errors = {i: f"{b.status.value}: {b.error}" for i, b in enumerate(builds) if b.status != Status.OK}
+    ok = [i for i in range(len(builds)) if i not in errors]
+    screened = 0
+    if len(ok) > options.candidates:
+        screening = runner.time_final(task, [builds[i] for i in ok], options.screening())
+        errors.update({ok[slot]: message for slot, message in screening.errors.items()})
+        kept = {ok[slot] for slot in fastest_in_rounds(screening, options.candidates)}
+        screened, ok = len(ok), [i for i in ok if i in kept]
+    listed = sorted(set(ok) | set(errors))
+    candidates, builds = [candidates[i] for i in listed], [builds[i] for i in listed]
+    errors = {listed.index(i): message for i, message in errors.items()}
+    ok = [listed.index(i) for i in ok]
     # With a confirmation to follow, these rounds only pick the leader: no more than ``rounds``.
     picking = dataclasses.replace(options, max_rounds=options.rounds) if options.confirm else options
     times = runner.time_final(task, [builds[i] for i in ok], picking)
-    round_costs: list[list[float]] = [[] for _ in configs]
-    errors = {i: f"{b.status.value}: {b.error}" for i, b in enumerate(builds) if b.status != Status.OK}
+    round_costs: list[list[float]] = [[] for _ in candidates]
     for slot, i in enumerate(ok):
         round_costs[i] = times.candidates[slot]
         if slot in times.errors:
             errors[i] = times.errors[slot]
-    figures = FinalFigures(configs, [cost for _, cost in candidates], round_costs, errors, _anchor_name(task, times),
-                           times.anchor, task.flops, where=times.where)
+    figures = FinalFigures([c for c, _ in candidates], [cost for _, cost in candidates], round_costs, errors,
+                           _anchor_name(task, times), times.anchor, task.flops, screened=screened, where=times.where)
     if options.confirm:
         try:
             confirm_leader(figures, lambda i: runner.time_final(task, [builds[i]], options))

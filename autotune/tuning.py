@@ -164,7 +164,7 @@ def tune(
 def _run_final_timing(result: TuneResult, builder, runner, options: FinalTimingOptions, db, target) -> None:
     """The final timing of ``result``'s fastest configs (``autotune.final_timing``), stored
     with ``db``; a runner that cannot, or a failure, leaves the search's best and the reason."""
-    candidates = pick_candidates(result.history, options.candidates)
+    candidates = pick_candidates(result.history, options.pool_size)
     if not candidates:
         return
     t0 = time.perf_counter()

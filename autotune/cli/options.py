@@ -262,8 +262,9 @@ def tuning_options(fn: Callable) -> Callable:
                           "leaders either way."),
         click.option("--final", "final", type=click.IntRange(min=0), default=5, show_default=True, metavar="N",
                      help="At the end, time the N fastest configs again, in interleaved rounds with the "
-                          "anchor; the winner by that timing is reported and stored, and apply_best uses "
-                          "it. 0: report the best reading of the search."),
+                          "anchor (the N fastest of the search's 3N fastest, by two screening rounds); the "
+                          "winner by that timing is reported and stored, and apply_best uses it. 0: report "
+                          "the best reading of the search."),
         click.option("--resume", is_flag=True,
                      help="Continue from the records stored for this workload and target."),
         click.option("--share/--no-share", default=True, show_default=True,

@@ -224,6 +224,8 @@ def _final_lines(final) -> list[str]:
                 now += f", confirmed (first rounds {_gflops(final.flops / first / 1e9)})" if first else ", confirmed"
         mark = "*" if i == final.winner else " "
         lines.append(("final:    " if i == 0 else "          ") + f"{mark} {config.hash}  searching {searched}, now {now}")
+    if final.screened:
+        lines.append(f"            (chosen from the search's {final.screened} fastest configs by screening rounds)")
     return lines
 
 

@@ -14,8 +14,8 @@ import pytest
 import autotune
 import tuning_db
 from autotune.final_timing import (
-    FINAL_TUNER, FinalFigures, FinalTimingOptions, InterleavedTimes, confirm_leader, interleaved_rounds,
-    pick_candidates, relative_error,
+    FINAL_TUNER, FinalFigures, FinalTimingOptions, InterleavedTimes, confirm_leader, fastest_in_rounds,
+    interleaved_rounds, pick_candidates, relative_error,
 )
 from autotune.loop import Trial
 from autotune.measure import MeasureResult, Status
@@ -150,6 +150,67 @@ def test_the_rounds_that_pick_the_leader_are_not_extended_but_its_confirmation_i
     final_timing(task, LocalBuilder(), Recording(), candidates, options)
     assert Recording.limits == [(2, 3), (1, 12)]
     assert FinalTimingOptions(rounds=4).round_limit == 12
+
+
+def test_screening_ranks_each_candidate_against_its_rounds_so_a_slow_stretch_moves_no_rank():
+    # Candidate 1 is 5 % faster than 0 in every round; the machine ran twice as slow in round 2
+    # and candidate 1 alone met a spike in round 3. Its plain median falls in the slow round
+    # (1.9 against 1.0); against each round's median it keeps its lead.
+    times = InterleavedTimes([[1.0, 2.0, 1.0], [0.95, 1.9, 3.0], [1.2, 2.4, 1.2]], None)
+    assert sorted(range(2), key=lambda i: sorted(times.candidates[i])[1]) == [0, 1]
+    assert fastest_in_rounds(times, 2) == [1, 0]
+    assert fastest_in_rounds(times, 5) == [1, 0, 2]
+    failed = InterleavedTimes([[1.0, 1.0], [0.5], [2.0, 2.0]], None, errors={1: "wrong_answer: x"})
+    assert fastest_in_rounds(failed, 3) == [0, 2]
+    assert fastest_in_rounds(InterleavedTimes([[], []], None, errors={0: "x", 1: "y"}), 1) == []
+
+
+class _ScriptedRunner:
+    """A runner whose screening rounds make the candidates whose search readings are listed
+    in ``fast`` the fastest, and that records each ``time_final`` call."""
+
+    def __init__(self, search_costs, fast, failing=()):
+        self.search_costs, self.fast, self.failing, self.calls = search_costs, fast, failing, []
+
+    def time_final(self, task, builds, options):
+        self.calls.append((len(builds), options.anchor, options.rounds, options.round_limit))
+        rounds = [[0.5 if i in self.fast else 1.0 + 0.1 * i] * options.rounds for i in range(len(builds))]
+        errors = {i: "runtime_error: crashed" for i in self.failing} if not options.anchor else {}
+        return InterleavedTimes(rounds, [2.0] * options.rounds if options.anchor else None, errors=errors)
+
+
+def test_a_wide_pool_is_screened_and_its_fastest_go_on_to_the_rounds_with_the_anchor():
+    from autotune.builder import LocalBuilder
+    from autotune.final_timing import final_timing
+    from test_measure import distinct_configs
+
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    configs = distinct_configs(task, 6)
+    candidates = [(c, 1e-6 * (n + 1)) for n, c in enumerate(configs)]  # fastest search reading first
+    options = dataclasses.replace(QUICK_FINAL, candidates=2, pool=6, screen_rounds=3, confirm=False)
+    runner = _ScriptedRunner(candidates, fast={4, 5}, failing={1})
+    figures = final_timing(task, LocalBuilder(), runner, candidates, options)
+    # screened: all six, three rounds, no anchor, not extended; then the two fastest of them,
+    # with the anchor (unconfirmed, so their rounds may go on until precise)
+    assert runner.calls == [(6, False, 3, 3), (2, True, 2, 6)]
+    assert figures.screened == 6
+    # listed in search order: the one that failed in screening, then the two kept (read 5th and 6th)
+    assert [c.hash for c in figures.configs] == [configs[1].hash, configs[4].hash, configs[5].hash]
+    assert figures.search_costs == pytest.approx([2e-6, 5e-6, 6e-6])
+    assert figures.errors == {0: "runtime_error: crashed"} and figures.costs[0] is None
+    assert figures.winner in (1, 2) and len(figures.anchor_rounds) == 2
+
+
+def test_a_pool_no_larger_than_the_candidates_is_not_screened():
+    from autotune.builder import LocalBuilder
+    from autotune.final_timing import final_timing
+
+    task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
+    candidates = [(task.space.sample(random.Random(i)), 1e-6) for i in range(2)]
+    runner = _ScriptedRunner(candidates, fast=set())
+    figures = final_timing(task, LocalBuilder(), runner, candidates, dataclasses.replace(QUICK_FINAL, confirm=False))
+    assert [anchor for _, anchor, _, _ in runner.calls] == [True] and figures.screened == 0
+    assert FinalTimingOptions(candidates=4).pool_size == 12 and FinalTimingOptions(candidates=4, pool=4).pool_size == 4
 
 
 def test_placed_copies_keep_the_contents_at_16_byte_boundaries_anywhere_in_a_page():
@@ -299,6 +360,10 @@ def test_options_are_checked():
         FinalTimingOptions(rounds=5, max_rounds=4)
     with pytest.raises(ValueError, match="precision"):
         FinalTimingOptions(precision=0.0)
+    with pytest.raises(ValueError, match="pool"):
+        FinalTimingOptions(candidates=5, pool=4)
+    with pytest.raises(ValueError, match="screen_rounds"):
+        FinalTimingOptions(screen_rounds=0)
 
 
 # ---------------------------------------------------------------- measured, stored, used
@@ -310,6 +375,8 @@ def test_a_run_times_its_fastest_configs_again_with_numpy_and_apply_best_uses_th
         result = autotune.tune(task, trials=8, tuner="random", db=db, batch_size=4, timing=QUICK, final=QUICK_FINAL)
         final = result.final
         assert len(final.configs) == 3 and len({c.hash for c in final.configs}) == 3
+        distinct = {t.config.hash for t in result.history if t.result.ok}
+        assert final.screened == (min(9, len(distinct)) if len(distinct) > 3 else 0)  # the pool: 3 x 3
         assert all(len(r) == 2 for r in final.round_costs) and len(final.anchor_rounds) == 2
         assert final.anchor_name == "NumPy" and final.winner is not None
         assert result.best_config == final.configs[final.winner]

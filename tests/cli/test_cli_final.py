@@ -22,6 +22,7 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
     final_lines = re.findall(r"^(?:final: +| +)([* ]) ([0-9a-f]{16})  searching [\d.e+-]+, now [\d.e+-]+ GFLOP/s "
                              r"\(([\d.e+-]+)x the anchor\)(, confirmed \(first rounds [\d.e+-]+\))?$", out, re.M)
     assert len(final_lines) == 3 and [line[0] for line in final_lines].count("*") == 1
+    screened = re.search(r"^ +\(chosen from the search's (\d+) fastest configs by screening rounds\)$", out, re.M)
     winner_line = next(line for line in final_lines if line[0] == "*")
     assert winner_line[1] == best.group(2) and winner_line[3]  # the winner's figure is its confirmation
     ratio = re.search(r"^anchor: +NumPy ([\d.e+-]+) GFLOP/s; ratio ([\d.e+-]+)x \(medians of the final timing's "
@@ -37,6 +38,8 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
     with tuning_db.Database(cli.db) as db:
         search, final = db.list_runs()
         assert (search.tuner, final.tuner, final.n_records) == ("random", "final", 3)
+        distinct = len({r.config_hash for r in db.history(search.id) if r.status == "ok"})
+        assert (int(screened.group(1)) if screened else 0) == (min(9, distinct) if distinct > 3 else 0), out
         stored = db.best(MATMUL_KEY)
         assert stored.run_id == final.id and stored.config_hash == best.group(2)
         assert float(best.group(1)) == pytest.approx(stored.gflops, rel=5e-3)
