@@ -26,8 +26,10 @@ winner's curse again, on a smaller scale: with five candidates within noise of e
 (a kernel of a millisecond varies by a fifth between rounds), the one picked is the one
 whose rounds ran luckiest. So the leader is timed again (``confirm``): ``rounds`` more
 rounds of it alone with the anchor, and that confirmation, not the rounds that picked it,
-becomes its figure. When the confirmed figure no longer leads, the new leader is confirmed
-the same way, until a confirmed candidate leads; the winner's figure, the anchor beside
+becomes its figure. When the confirmed figure no longer leads, every candidate whose figure
+now beats it is confirmed the same way, together in one interleaved timing (one at a time,
+a run whose leading candidates were within noise of each other spent most of its final
+timing confirming them in turn), until a confirmed candidate leads; the winner's figure, the anchor beside
 it, and the records stored are those of its confirmation, so the ranking the database
 applies (``Database.top_k``: final records by median) picks the config the run reports.
 
@@ -369,25 +371,31 @@ def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
                            _anchor_name(task, times), times.anchor, task.flops, screened=screened, where=times.where)
     if options.confirm:
         try:
-            confirm_leader(figures, lambda i: runner.time_final(task, [builds[i]], options))
+            confirm_leader(figures, lambda group: runner.time_final(task, [builds[i] for i in group], options))
         except RuntimeError:  # the measuring machine went away: the figures so far stand, unconfirmed
             pass
     return figures
 
 
-def confirm_leader(figures: FinalFigures, time_again: Callable[[int], InterleavedTimes]) -> None:
-    """Time the leader again (``time_again(i)``: candidate ``i`` and the anchor, interleaved)
-    until a confirmed candidate leads: each confirmation replaces the leader's figure (a
-    failure now is its failure); each candidate is confirmed at most once."""
+def confirm_leader(figures: FinalFigures, time_again: Callable[[list[int]], InterleavedTimes]) -> None:
+    """Time the leader again (``time_again(group)``: the candidates of ``group`` and the anchor,
+    interleaved, in that order) until a confirmed candidate leads: each confirmation replaces
+    the candidate's figure (a failure now is its failure); each candidate is confirmed at most
+    once. The first confirmation is the leader's alone; when it no longer leads, the unconfirmed
+    candidates whose figures beat the best confirmed one are confirmed together."""
     while True:
         leader = figures.winner
         if leader is None or leader in figures.confirmed:
             return
-        again = time_again(leader)
-        if again.errors:
-            figures.errors[leader] = next(iter(again.errors.values()))
-        else:
-            figures.confirmed[leader] = (list(again.candidates[0]), again.anchor)
+        confirmed = [c for i, c in enumerate(figures.costs) if i in figures.confirmed and c is not None]
+        group = [leader] if not confirmed else [
+            i for i, c in enumerate(figures.costs) if c is not None and i not in figures.confirmed and c < min(confirmed)]
+        again = time_again(group)
+        for slot, i in enumerate(group):
+            if slot in again.errors:
+                figures.errors[i] = again.errors[slot]
+            else:
+                figures.confirmed[i] = (list(again.candidates[slot]), again.anchor)
 
 
 def _anchor_name(task, times: InterleavedTimes) -> str | None:

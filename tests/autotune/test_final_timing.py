@@ -251,15 +251,17 @@ def test_a_failed_candidate_has_no_figure_and_cannot_win():
 
 
 def _again(scripted: dict):
-    """A ``time_again`` that answers candidate i's confirmation from ``scripted`` and logs the calls."""
+    """A ``time_again`` that answers the confirmation of a group of candidates from
+    ``scripted`` (candidate -> its rounds or an error, and the anchor's rounds beside it) and
+    logs the calls (a group of one as its index)."""
     calls = []
 
-    def time_again(i):
-        calls.append(i)
-        rounds, anchor = scripted[i]
-        if isinstance(rounds, str):
-            return InterleavedTimes([[]], anchor, errors={0: rounds})
-        return InterleavedTimes([rounds], anchor)
+    def time_again(group):
+        calls.append(group[0] if len(group) == 1 else list(group))
+        rounds = [scripted[i][0] for i in group]
+        errors = {slot: r for slot, r in enumerate(rounds) if isinstance(r, str)}
+        return InterleavedTimes([[] if slot in errors else r for slot, r in enumerate(rounds)], scripted[group[0]][1],
+                                errors=errors)
 
     return time_again, calls
 
@@ -284,6 +286,22 @@ def test_the_leader_is_timed_again_and_its_figure_is_the_confirmation_not_the_ro
     time_again, calls = _again({0: ("wrong_answer: 3 elements differ", None), 1: ([2.0], [4.0])})
     confirm_leader(broken, time_again)
     assert calls == [0, 1] and broken.winner == 1 and broken.result(0).status is Status.WRONG_ANSWER
+
+
+def test_when_the_leader_falls_back_the_candidates_now_ahead_are_confirmed_together():
+    # Candidate 0 confirms at 2.6, behind the first rounds of 1 (2.0) and 2 (2.5) but ahead of
+    # 3 (2.8): 1 and 2 are timed again together, in one interleaved timing; 3 never is.
+    figures = _figures([[1.0] * 3, [2.0] * 3, [2.5] * 3, [2.8] * 3], anchor=[4.0] * 3)
+    time_again, calls = _again({0: ([2.6] * 3, [5.0] * 3), 1: ([2.4] * 3, [4.8] * 3), 2: ([2.3] * 3, None)})
+    confirm_leader(figures, time_again)
+    assert calls == [0, [1, 2]]
+    assert figures.costs == [2.6, 2.4, 2.3, 2.8] and figures.winner == 2
+    assert figures.anchor_rounds_of(2) == figures.anchor_rounds_of(1) == [4.8] * 3  # the anchor of their timing
+    # One of a group that fails loses; the other's confirmation stands.
+    failing = _figures([[1.0], [2.0], [2.5]], anchor=[4.0])
+    time_again, calls = _again({0: ([3.0], [4.0]), 1: ("runtime_error: crashed", [4.0]), 2: ([2.6], None)})
+    confirm_leader(failing, time_again)
+    assert calls == [0, [1, 2]] and failing.winner == 2 and failing.result(1).status is Status.RUNTIME_ERROR
 
 
 def test_the_run_stores_the_confirmed_figures_and_apply_best_builds_the_reported_winner(tmp_path):
