@@ -1,12 +1,15 @@
-"""Configs of one matmul timed against NumPy call by call, for A/B comparisons on a noisy host.
+"""Configs of one matmul (or dense + bias + relu) timed against NumPy call by call, for A/B
+comparisons on a noisy host.
 
     python bench/config_ab.py --shape 128 4096 4096 a.json b.json
     python bench/config_ab.py --shape 1024 1024 1024 --calls 40 --threads 1 a.json a.json=edited.c
+    python bench/config_ab.py --op dense --shape 128 4096 4096 --pause 0 a.json b.json
 
 Each argument is a config as JSON (``autotune log show --json`` prints one; the format of
 ``Config.to_json``), built through the space; ``CONFIG=SOURCE`` builds that config's lowered
 function from a C source edited by hand instead (to try a change before the generator
-makes it). Every kernel is checked against NumPy first.
+makes it). Every kernel is checked against NumPy first. Weights a config packs at build
+time (dense's ``prepacked:W``) are packed once, before the timing.
 
 Why another protocol. On a shared host, stretches of a second or more run at half speed
 (a whole round of one kernel at 83-92 GFLOP/s, the next at 130-176); a median over rounds
@@ -17,8 +20,11 @@ fastest call and 10th and 50th percentiles, and the ratio to NumPy's at the same
 percentile. The fastest call and the 10th percentile are what the kernel does when the host
 lets it: between two runs of the same kernels they agree within a few percent where the
 medians do not. The order of the calls changes every round (a seeded shuffle), so that no
-kernel always follows the same one. They are for choosing between variants; the figures a
-run reports come from the final timing (``bench/final_figures.py``).
+kernel always follows the same one. The last column pairs each kernel with the first one
+named: the median over rounds of the first one's time over its own in the same round, so
+a slow stretch, which lasts longer than a round, slows both sides of each ratio alike.
+They are for choosing between variants; the figures a run reports come from the final
+timing (``bench/final_figures.py``).
 
 The pause has a cost of its own on a virtual machine whose idle CPUs halt: the first
 parallel region after it waits until the other CPU is running again (an OpenMP region
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -67,6 +74,8 @@ def build(task, spec: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kernels", nargs="+", metavar="CONFIG[=SOURCE]")
+    parser.add_argument("--op", choices=("matmul", "dense"), default="matmul",
+                        help="matmul, or dense with bias and relu (NumPy composed as its anchor)")
     parser.add_argument("--shape", type=int, nargs=3, default=(1024, 1024, 1024), metavar=("M", "N", "K"))
     parser.add_argument("--calls", type=int, default=40, help="calls of each, in turn")
     parser.add_argument("--pause", type=float, default=0.02, help="seconds before each call")
@@ -80,29 +89,33 @@ def main() -> None:
     import numpy as np
 
     import te
+    from autotune.anchor import numpy_equivalent_on
     from autotune.task import Task
     from autotune.verify import mismatch
     from schedule.config import ConfigError
 
     m, n, k = args.shape
-    task = Task.from_workload(te.create_workload("matmul", M=m, N=n, K=k), "cpu")
+    params = dict(M=m, N=n, K=k) if args.op == "matmul" else dict(M=m, N=n, K=k, bias=True, relu=True)
+    task = Task.from_workload(te.create_workload(args.op, **params), "cpu")
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    c = np.empty((m, n), np.float32)
-    reference = a @ b
-    kernels = []
+    inputs = [rng.standard_normal(t.shape, dtype=np.float32) for t in task.workload.inputs]
+    (out,) = [np.empty(t.shape, np.float32) for t in task.workload.outputs]
+    numpy_call = numpy_equivalent_on(task.workload, inputs)
+    reference = numpy_call().copy()
+    calls = [numpy_call]
     for spec in args.kernels:
         try:
             kernel = build(task, spec)
         except ConfigError as e:
             raise SystemExit(f"{spec}: {e}")
-        kernel(a, b, c)
-        problem = mismatch(c, reference, k)
+        arrays = kernel.prepare(inputs + [out])  # weights packed at build time: packed now, once
+        kernel.check_args(arrays)
+        kernel.call_unchecked([a.ctypes.data for a in arrays])
+        problem = mismatch(out, reference, k)
         if problem is not None:
             raise SystemExit(f"{spec} computes a wrong result: {problem}")
-        kernels.append(kernel)
-    calls = [lambda: np.matmul(a, b, out=c)] + [lambda kernel=kernel: kernel(a, b, c) for kernel in kernels]
+        calls.append(lambda kernel=kernel, pointers=[a.ctypes.data for a in arrays], arrays=arrays:
+                     kernel.call_unchecked(pointers))
     seconds: list[list[float]] = [[] for _ in calls]
     order = random.Random(0)
     for _ in range(args.calls):
@@ -114,15 +127,16 @@ def main() -> None:
             calls[i]()
             seconds[i].append(time.perf_counter() - start)
 
-    print(f"# matmul {m}x{n}x{k}, {args.calls} calls each, threads {os.environ.get('OMP_NUM_THREADS', 'all')}; "
+    print(f"# {args.op} {m}x{n}x{k}, {args.calls} calls each, threads {os.environ.get('OMP_NUM_THREADS', 'all')}; "
           f"NumPy: {anchor.blas_description()}")
     print("| kernel | " + " | ".join(f"{'fastest' if p == 0 else f'p{int(p * 100)}'} GFLOP/s (ratio)"
-                                      for p in PERCENTILES) + " |")
-    print("| --- |" + " --- |" * len(PERCENTILES))
+                                      for p in PERCENTILES) + f" | paired, over {args.kernels[0]} |")
+    print("| --- |" + " --- |" * (len(PERCENTILES) + 1))
     for name, times in zip(["NumPy"] + args.kernels, seconds):
         cells = [f"{task.flops / percentile(times, p) / 1e9:.1f} ({percentile(seconds[0], p) / percentile(times, p):.3f}x)"
                  for p in PERCENTILES]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        paired = statistics.median(first / mine for first, mine in zip(seconds[1], times))
+        print(f"| {name} | " + " | ".join(cells) + f" | {paired:.3f}x |")
 
 
 if __name__ == "__main__":
