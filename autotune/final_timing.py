@@ -27,20 +27,22 @@ winner's curse again, on a smaller scale: with five candidates within noise of e
 whose rounds ran luckiest. So the leader is timed again (``confirm``): ``rounds`` more
 rounds of it alone with the anchor, and that confirmation, not the rounds that picked it,
 becomes its figure. When the confirmed figure no longer leads, every candidate whose figure
-now beats it is confirmed the same way, together in one interleaved timing (one at a time,
-a run whose leading candidates were within noise of each other spent most of its final
-timing confirming them in turn), until a confirmed candidate leads; the winner's figure, the anchor beside
-it, and the records stored are those of its confirmation, so the ranking the database
-applies (``Database.top_k``: final records by median) picks the config the run reports.
+now beats it is confirmed the same way, together in one interleaved timing (confirmed one
+at a time, candidates within noise of each other took turns leading, and their
+confirmations took most of the final timing), until a confirmed candidate leads; the
+winner's figure, the anchor beside it, and the records stored are those of its
+confirmation, so the ranking the database applies (``Database.top_k``: final records by
+median) picks the config the run reports.
 
 The fastest few by their search readings need not include the fastest config: on a shared
-host one reading moves by 5-10 %, more than the gap between the configs at the top of a
-search, so the config that runs fastest may have been read 11th. The final timing therefore
-starts from a wider pool (``pool``, three times ``candidates`` by default) and *screens* it:
-``screen_rounds`` interleaved rounds of every config in the pool, without the anchor, each
-config ranked by the median over rounds of its time relative to that round's median time
-(a round the whole machine ran slow in moves no config's rank). The ``candidates`` fastest of
-the pool go on to the rounds with the anchor; the others are reported only as screened.
+host one reading moves by more than the gap between the configs at the top of a search,
+so the config that runs fastest may have been read well below the first few
+(``bench/RESULTS.md``). The final timing therefore starts from a wider pool (``pool``,
+three times ``candidates`` by default) and *screens* it: ``screen_rounds`` interleaved
+rounds of every config in the pool, without the anchor, each config ranked by the median
+over rounds of its time relative to that round's median time (a round the whole machine
+ran slow in moves no config's rank). The ``candidates`` fastest of the pool go on to the
+rounds with the anchor; the others are reported only as screened.
 
 A noisy machine needs more rounds than a quiet one: a shared host's rounds can dip by a
 third for a few seconds while a neighbour works, and the median of five such rounds moves by

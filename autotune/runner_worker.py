@@ -142,15 +142,11 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
         kernels = [_kernel(lib, function, n_args) for lib in libs]
         verified: set[int] = set()
         rng = random.Random(0)
-        now: dict = {}  # this round's arrays, their pointers, the anchor on them
+        now: dict = {}  # this round's arrays and the anchor on them
 
         def start_round(round_: int) -> None:
             inputs, outputs = (placed_copies(ws.inputs, rng), placed_copies(ws.outputs, rng))
-            # Each kernel's arrays: its inputs packed at build time packed now, outside the timing.
-            # They stay referenced while the kernels get their raw pointers.
-            arrays = [packed_arrays(lib, function, inputs + outputs) for lib in libs]
-            now.update(inputs=inputs, outputs=outputs, arrays=arrays,
-                       ptrs=[[a.ctypes.data for a in each] for each in arrays],
+            now.update(inputs=inputs, outputs=outputs,
                        anchor=numpy_equivalent_on(ws.workload, inputs) if has_anchor else None)
 
         def one_round(fn, args) -> float:
@@ -159,12 +155,17 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
                                                 flush=ws.flush))
 
         def time_candidate(i: int) -> float:
+            # Its inputs packed at build time are packed now, outside the timing, and dropped
+            # after it (``arrays`` holds them while the kernel reads their raw pointers): the
+            # final timing's pool of candidates holds one packed copy of the weights at a time.
+            arrays = packed_arrays(libs[i], function, now["inputs"] + now["outputs"])
+            pointers = [a.ctypes.data for a in arrays]
             if i not in verified:
-                _, problem = _checked_call(ws, kernels[i], now["ptrs"][i], now["outputs"])
+                _, problem = _checked_call(ws, kernels[i], pointers, now["outputs"])
                 if problem is not None:
                     raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
                 verified.add(i)
-            return one_round(kernels[i], now["ptrs"][i])
+            return one_round(kernels[i], pointers)
 
         time_anchor = (lambda: one_round(now["anchor"], ())) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
