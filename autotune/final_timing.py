@@ -217,9 +217,8 @@ def fastest_in_rounds(times: InterleavedTimes, keep: int) -> list[int]:
     timed = [i for i, rounds in enumerate(times.candidates) if rounds and i not in times.errors]
     if not timed:
         return []
-    scale = []
-    for r in range(max(len(times.candidates[i]) for i in timed)):
-        scale.append(statistics.median(times.candidates[i][r] for i in timed if len(times.candidates[i]) > r))
+    scale = [statistics.median(times.candidates[i][r] for i in timed if len(times.candidates[i]) > r)
+             for r in range(max(len(times.candidates[i]) for i in timed))]
 
     def relative(i: int) -> float:
         return statistics.median(t / scale[r] for r, t in enumerate(times.candidates[i]))
@@ -357,10 +356,12 @@ def final_timing(task, builder, runner, candidates: list[tuple[Config, float]],
         errors.update({ok[slot]: message for slot, message in screening.errors.items()})
         kept = {ok[slot] for slot in fastest_in_rounds(screening, options.candidates)}
         screened, ok = len(ok), [i for i in ok if i in kept]
-    listed = sorted(set(ok) | set(errors))
-    candidates, builds = [candidates[i] for i in listed], [builds[i] for i in listed]
-    errors = {listed.index(i): message for i, message in errors.items()}
-    ok = [listed.index(i) for i in ok]
+        # From here on the figures list the kept candidates and the failed ones, in search order.
+        listed = sorted(set(ok) | set(errors))
+        position = {i: n for n, i in enumerate(listed)}
+        candidates, builds = [candidates[i] for i in listed], [builds[i] for i in listed]
+        errors = {position[i]: message for i, message in errors.items()}
+        ok = [position[i] for i in ok]
     # With a confirmation to follow, these rounds only pick the leader: no more than ``rounds``.
     picking = dataclasses.replace(options, max_rounds=options.rounds) if options.confirm else options
     times = runner.time_final(task, [builds[i] for i in ok], picking)
@@ -389,9 +390,10 @@ def confirm_leader(figures: FinalFigures, time_again: Callable[[list[int]], Inte
         leader = figures.winner
         if leader is None or leader in figures.confirmed:
             return
-        confirmed = [c for i, c in enumerate(figures.costs) if i in figures.confirmed and c is not None]
-        group = [leader] if not confirmed else [
-            i for i, c in enumerate(figures.costs) if c is not None and i not in figures.confirmed and c < min(confirmed)]
+        costs = figures.costs
+        best_confirmed = min((costs[i] for i in figures.confirmed if costs[i] is not None), default=None)
+        group = [leader] if best_confirmed is None else [
+            i for i, c in enumerate(costs) if c is not None and i not in figures.confirmed and c < best_confirmed]
         again = time_again(group)
         for slot, i in enumerate(group):
             if slot in again.errors:

@@ -103,19 +103,21 @@ def main() -> None:
     numpy_call = numpy_equivalent_on(task.workload, inputs)
     reference = numpy_call().copy()
     calls = [numpy_call]
+    packed = []  # each kernel's arrays (weights packed at build time: packed now, once), alive while it runs
     for spec in args.kernels:
         try:
             kernel = build(task, spec)
         except ConfigError as e:
             raise SystemExit(f"{spec}: {e}")
-        arrays = kernel.prepare(inputs + [out])  # weights packed at build time: packed now, once
+        arrays = kernel.prepare(inputs + [out])
         kernel.check_args(arrays)
-        kernel.call_unchecked([a.ctypes.data for a in arrays])
+        packed.append(arrays)
+        pointers = [a.ctypes.data for a in arrays]
+        kernel.call_unchecked(pointers)
         problem = mismatch(out, reference, k)
         if problem is not None:
             raise SystemExit(f"{spec} computes a wrong result: {problem}")
-        calls.append(lambda kernel=kernel, pointers=[a.ctypes.data for a in arrays], arrays=arrays:
-                     kernel.call_unchecked(pointers))
+        calls.append(lambda kernel=kernel, pointers=pointers: kernel.call_unchecked(pointers))
     seconds: list[list[float]] = [[] for _ in calls]
     order = random.Random(0)
     for _ in range(args.calls):

@@ -166,11 +166,12 @@ def test_screening_ranks_each_candidate_against_its_rounds_so_a_slow_stretch_mov
 
 
 class _ScriptedRunner:
-    """A runner whose screening rounds make the candidates whose search readings are listed
-    in ``fast`` the fastest, and that records each ``time_final`` call."""
+    """A runner whose rounds make the candidates listed in ``fast`` (their positions in the
+    timing) the fastest, whose screening rounds fail those in ``failing``, and that records
+    each ``time_final`` call."""
 
-    def __init__(self, search_costs, fast, failing=()):
-        self.search_costs, self.fast, self.failing, self.calls = search_costs, fast, failing, []
+    def __init__(self, fast, failing=()):
+        self.fast, self.failing, self.calls = fast, failing, []
 
     def time_final(self, task, builds, options):
         self.calls.append((len(builds), options.anchor, options.rounds, options.round_limit))
@@ -188,7 +189,7 @@ def test_a_wide_pool_is_screened_and_its_fastest_go_on_to_the_rounds_with_the_an
     configs = distinct_configs(task, 6)
     candidates = [(c, 1e-6 * (n + 1)) for n, c in enumerate(configs)]  # fastest search reading first
     options = dataclasses.replace(QUICK_FINAL, candidates=2, pool=6, screen_rounds=3, confirm=False)
-    runner = _ScriptedRunner(candidates, fast={4, 5}, failing={1})
+    runner = _ScriptedRunner(fast={4, 5}, failing={1})
     figures = final_timing(task, LocalBuilder(), runner, candidates, options)
     # screened: all six, three rounds, no anchor, not extended; then the two fastest of them,
     # with the anchor (unconfirmed, so their rounds may go on until precise)
@@ -207,7 +208,7 @@ def test_a_pool_no_larger_than_the_candidates_is_not_screened():
 
     task = autotune.Task("matmul", dict(M=16, N=16, K=16), target="cpu")
     candidates = [(task.space.sample(random.Random(i)), 1e-6) for i in range(2)]
-    runner = _ScriptedRunner(candidates, fast=set())
+    runner = _ScriptedRunner(fast=set())
     figures = final_timing(task, LocalBuilder(), runner, candidates, dataclasses.replace(QUICK_FINAL, confirm=False))
     assert [anchor for _, anchor, _, _ in runner.calls] == [True] and figures.screened == 0
     assert FinalTimingOptions(candidates=4).pool_size == 12 and FinalTimingOptions(candidates=4, pool=4).pool_size == 4
