@@ -341,10 +341,45 @@ class ConfigSpace(SearchSpace):
         the leader's): they change nothing it builds. Called for every config a tuner
         weighs, so it reads each attach knob's value, never whole decisions."""
         dropped = [names for attach, names in self._ignored_when_attached if config.values.get(attach)]
-        if not dropped:
-            return config.to_json()
         gone = set().union(*dropped)
-        return Config(config.sketch, {k: v for k, v in config.values.items() if k not in gone}).to_json()
+        budgets = self._effective_unroll_budgets(config, gone)
+        if not gone and not budgets:
+            return config.to_json()
+        return Config(config.sketch, {k: budgets.get(k, v) for k, v in config.values.items() if k not in gone}).to_json()
+
+    def _effective_unroll_budgets(self, config: Config, gone: set) -> dict[str, int]:
+        """Per multi-level stage whose unroll budget unrolls the same loops as a smaller one
+        of the knob's: that smaller budget (``unrolled_loops``). Budgets differ only where a
+        register tile's loops are long, so most of a model-guided run's neighbours that differ
+        in it alone build one schedule."""
+        out = {}
+        for layout, name, budgets in self._unroll_knobs:
+            budget = config.values.get(name)
+            if name in gone or budget is None or budget == budgets[0]:
+                continue
+            try:
+                d = layout.decode(config.values)
+                loops = unrolled_loops(d, budget)
+            except (ConfigError, KeyError, TypeError, ValueError, IndexError):  # not a valid config: keyed as it is
+                continue
+            same = next(b for b in budgets if b <= budget and unrolled_loops(d, b) == loops)
+            if same != budget:
+                out[name] = same
+        return out
+
+    @functools.cached_property
+    def _unroll_knobs(self) -> tuple[tuple[StageLayout, str, tuple[int, ...]], ...]:
+        """(layout, knob name, its budgets in increasing order) of every CPU multi-level stage."""
+        candidates = {k.name: k.candidates for k in self.knobs.knobs}
+        out = []
+        for plan, layout in self._layouts:
+            if layout is None or layout.codec is not CPU_MULTI_LEVEL:
+                continue
+            for f, knobs in layout.fields:
+                if f.attr == "unroll":
+                    for name, _ in knobs:
+                        out.append((layout, name, tuple(sorted(candidates[name]))))
+        return tuple(out)
 
     @functools.cached_property
     def _hosted_layouts(self) -> tuple:
@@ -790,18 +825,36 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
         _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v, at=r0[-1])
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
-    extents = {id(x): t[2] for x, t in zip(s3, tiles)}
-    extents.update({id(x): t[1] for x, t in zip(s2, tiles)})
-    extents.update({id(x): rt[0] for x, rt in zip(r1, d.reduce_tiles)})
-    vector_body = max(1, -(-tiles[v][2] // 16))  # the vector loop's body, in 16-lane instructions
-    copies = 1  # of the vector loop, once the loops so far are unrolled
-    for loop in list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2)):
-        copies *= extents[id(loop)]
-        if copies * vector_body > d.unroll or copies > MAX_UNROLLED_LOOP_COPIES:
-            break
-        if extents[id(loop)] > 1:
-            tiled.unroll(loop)
+    candidates = list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2))
+    for n in unrolled_loops(d, d.unroll):
+        tiled.unroll(candidates[n])
     return r0
+
+
+def unroll_extents(d: MultiLevelDecisions) -> list[int]:
+    """The extents of the loops ``_tile_region`` may unroll, in the order it tries them:
+    the register tile's rows (S3 but the vectorized axis), the inner reduction loops (R1),
+    then the S2 loops, each level innermost first."""
+    s3 = _vector_last([t[2] for t in d.tiles], d.vector_index)
+    return list(reversed(s3[:-1])) + [rt[0] for rt in reversed(d.reduce_tiles)] + [t[1] for t in reversed(d.tiles)]
+
+
+def unrolled_loops(d: MultiLevelDecisions, budget: int) -> tuple[int, ...]:
+    """Which of the loops of ``unroll_extents`` (their positions) an unroll ``budget``
+    unrolls: innermost first, while the copies of the vector loop's body (in 16-lane
+    instructions) stay within the budget and the copies within ``MAX_UNROLLED_LOOP_COPIES``;
+    loops of one iteration take no unrolling."""
+    extents = unroll_extents(d)
+    vector_body = max(1, -(-d.vector_tile[2] // 16))
+    copies = 1  # of the vector loop, once the loops so far are unrolled
+    out = []
+    for n, extent in enumerate(extents):
+        copies *= extent
+        if copies * vector_body > budget or copies > MAX_UNROLLED_LOOP_COPIES:
+            break
+        if extent > 1:
+            out.append(n)
+    return tuple(out)
 
 
 def _pack_input(s: Schedule, tiled, tensor_name: str | None, at) -> None:

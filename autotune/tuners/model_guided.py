@@ -328,11 +328,13 @@ class ModelGuidedSearch(Tuner):
                 made += 1
         return out
 
-    @staticmethod
-    def _distinct(configs: list[Config], seen: dict) -> list[Config]:
+    def _distinct(self, configs: list[Config], seen: dict) -> list[Config]:
+        """The configs of ``configs`` whose schedule ``seen`` lacks (they join it, unscored).
+        ``seen`` is keyed by schedule (``SearchSpace.schedule_key``): configs that build one
+        schedule are scored once."""
         out = []
         for c in configs:
-            key = config_key(c)
+            key = self.space.schedule_key(c)
             if key not in seen:
                 seen[key] = (-math.inf, c)
                 out.append(c)
@@ -341,7 +343,7 @@ class ModelGuidedSearch(Tuner):
     def _record(self, configs: list[Config], seen: dict) -> np.ndarray:
         scores = self._score(configs)
         for c, s in zip(configs, scores):
-            seen[config_key(c)] = (float(s), c)
+            seen[self.space.schedule_key(c)] = (float(s), c)
         return scores
 
     def _breed(self, parents: list[Config], count: int, seen: dict) -> list[Config]:
@@ -362,8 +364,8 @@ class ModelGuidedSearch(Tuner):
         return out
 
     def _admit(self, child: Config, seen: dict) -> bool:
-        """Whether ``child`` is valid and new to this search; if so it joins ``seen`` (unscored)."""
-        key = config_key(child)
+        """Whether ``child`` is valid and its schedule new to this search; if so it joins ``seen`` (unscored)."""
+        key = self.space.schedule_key(child)
         if key in seen or self.space.check(child) is not None:
             return False
         seen[key] = (-math.inf, child)

@@ -109,9 +109,14 @@ def test_a_measuring_process_that_exits_after_a_fatal_error_is_replaced(task, mo
 
 
 def test_tuning_run_continues_past_every_failure_and_stores_it(task, tmp_path):
-    # The grid tuner walks the space's enumeration in order: sabotage its first four configs.
-    enumeration = task.space.enumerate()
-    first = [next(enumeration) for _ in range(4)]
+    # The grid tuner walks the space's enumeration in order, one config per schedule:
+    # sabotage its first four.
+    schedules = {}
+    for config in task.space.enumerate():
+        schedules.setdefault(task.space.schedule_key(config), config)
+        if len(schedules) == 4:
+            break
+    first = list(schedules.values())
     hows = ["segfault", "hang", "wrong", "no_compile"]
     builder = SabotagingBuilder(dict(zip(first, hows)), n_workers=2)
     with Database(tmp_path / "t.db") as db, LocalRunner(timeout=2.0, options=FAST) as runner:

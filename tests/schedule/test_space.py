@@ -232,6 +232,30 @@ def test_unrolling_copies_the_innermost_loop_at_most_the_cap_whatever_the_budget
     assert all(c == u for c, u in zip(capped, uncapped) if u <= 64)  # below the cap nothing changed
 
 
+@pytest.mark.parametrize("case", ["matmul-large", "dense", "conv2d", "batch_matmul"])
+def test_unroll_budgets_that_unroll_the_same_loops_are_one_schedule(case):
+    """A larger unroll budget that stops at the same loop as a smaller one builds the same
+    code; the schedule key says so (so a tuner measures it once), and only then: the IR of
+    every pair of budgets is equal exactly when their keys are."""
+    task = Task("matmul", dict(M=1024, N=1024, K=1024)) if case == "matmul-large" else _task(case)
+    space = task.space
+    unroll = next(k for k in space.knobs.knobs if k.name.endswith(".unroll"))
+    rng = random.Random(1)
+    merged = split = 0
+    for _ in range(12):
+        base = space.sample(rng)
+        variants = [Config(base.sketch, {**base.values, unroll.name: b}) for b in unroll.candidates]
+        variants = [v for v in variants if space.check(v) is None]
+        lowered = [str(task.lower(v)) for v in variants]
+        keys = [space.schedule_key(v) for v in variants]
+        for i in range(len(variants)):
+            for j in range(i):
+                assert (keys[i] == keys[j]) == (lowered[i] == lowered[j]), (variants[i], variants[j])
+                merged += keys[i] == keys[j]
+                split += keys[i] != keys[j]
+    assert merged and split  # the sample holds budgets of both kinds
+
+
 def test_factor_candidates_cover_odd_and_prime_extents():
     assert factor_candidates(13) == [1, 2, 3, 4, 5, 6, 7, 8, 13]
     assert 3 not in factor_candidates(1024) and 512 in factor_candidates(1024)
