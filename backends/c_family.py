@@ -32,7 +32,7 @@ from te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Sele
 from schedule import ir
 from schedule.ir import Allocate, Barrier, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt
 from schedule.printer import NameTable
-from schedule.simplify import interval
+from schedule.simplify import Analyzer, interval
 
 C_TYPES = {
     "float16": "_Float16", "float32": "float", "float64": "double",
@@ -182,6 +182,12 @@ class CSourcePrinter:
         self.names = NameTable(reserved=C_RESERVED)
         self.buffer_names: dict[Buffer, str] = {}
         self.bounds: dict[Var, tuple[int, int]] = {}
+        # Flat indices printed in the innermost loop being printed, by buffer and the
+        # structure of the indices: a register tile's rows read the same elements of the
+        # inputs they share, and the simplification is most of the printing's time.
+        # Emptied whenever a loop starts or ends (the loop bounds the simplifier uses change).
+        self._printed_indices: dict[tuple, str] = {}
+        self._index_keys = Analyzer()  # structural keys of the indices printed
         self.helpers: dict[str, str] = {}
         self.lines: list[str] = []
         self.depth = 1
@@ -313,9 +319,13 @@ class CSourcePrinter:
         self._note_buffer(buf)
         if self.dialect.index_check is not None:
             return self._checked_flat_index(buf, indices)
-        flat = simplify(ir.flat_index(buf, indices), self.bounds)
-        self._note_range(flat)
-        return self.expr(flat)
+        key = (buf, tuple(self._index_keys.structural_key(i) for i in indices))
+        printed = self._printed_indices.get(key)
+        if printed is None:
+            flat = simplify(ir.flat_index(buf, indices), self.bounds)
+            self._note_range(flat)
+            printed = self._printed_indices[key] = self.expr(flat)
+        return printed
 
     def _checked_flat_index(self, buf: Buffer, indices) -> str:
         """The flat index with every dimension's index checked against its extent."""
@@ -385,6 +395,7 @@ class CSourcePrinter:
         r = interval(loop.extent, self.bounds)
         self._note_range(loop.extent)
         saved = self.bounds.get(loop.var)
+        self._printed_indices = {}
         if r is not None:
             self.bounds[loop.var] = (0, r[1] - 1)
         else:
@@ -409,6 +420,7 @@ class CSourcePrinter:
             self.emit(f"for ({self.index_ctype} {var} = 0; {var} < {extent}; ++{var}) {{")
             self._indented(loop.body)
             self.emit("}")
+        self._printed_indices = {}
         if saved is None:
             self.bounds.pop(loop.var, None)
         else:
