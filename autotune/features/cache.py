@@ -14,6 +14,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from schedule.config import ConfigError
+
 from .extract import extract
 from .layout import FEATURE_DIM
 
@@ -46,11 +48,20 @@ def _lower_and_extract(job) -> np.ndarray | None:
         return None
 
 
+def _key(task, config) -> tuple:
+    """The cache key of ``config``'s features: the task and the schedule the config builds
+    (``SearchSpace.schedule_key``), so configs that build one schedule are lowered once."""
+    try:
+        return task.key, task.target, task.space.schedule_key(config)
+    except (ConfigError, KeyError, TypeError, ValueError):  # not a config of this space: it fails to lower too
+        return task.key, task.target, config.hash
+
+
 class FeatureCache:
     """Features per (task, config), lowered and extracted once; LRU beyond ``max_entries``.
 
-    Keys are the task's workload key and target plus the config's hash, so one cache
-    can serve several tasks. A config that fails to lower gets an all-zero vector
+    Keys are the task's workload key and target plus the schedule the config builds, so
+    one cache can serve several tasks. A config that fails to lower gets an all-zero vector
     (counted in ``failures``): the tuner never proposes such configs on purpose, and a
     search must not die on one. ``lower_s``/``extract_s`` accumulate the time spent.
     """
@@ -72,7 +83,7 @@ class FeatureCache:
         return self.lower_s + self.extract_s
 
     def get(self, task, config) -> np.ndarray:
-        key = (task.key, task.target, config.hash)
+        key = _key(task, config)
         x = self._data.get(key)
         if x is not None:
             self.hits += 1
@@ -103,7 +114,7 @@ class FeatureCache:
         """
         if not configs:
             return np.zeros((0, FEATURE_DIM), dtype=np.float32)
-        missing = [c for c in dict.fromkeys(configs) if (task.key, task.target, c.hash) not in self._data]
+        missing = list({key: c for c in configs if (key := _key(task, c)) not in self._data}.values())
         if self.workers > 1 and len(missing) >= PARALLEL_MIN:
             self._extract_in_pool(task, missing)
         return np.stack([self.get(task, c) for c in configs])
@@ -122,7 +133,7 @@ class FeatureCache:
                 self.failures += 1
                 x = np.zeros(FEATURE_DIM, dtype=np.float32)
             x.setflags(write=False)
-            self._data[(task.key, task.target, config.hash)] = x
+            self._data[_key(task, config)] = x
         self.misses += len(configs)
         self.lower_s += time.perf_counter() - t0
         while len(self._data) > self.max_entries:

@@ -195,6 +195,26 @@ def test_feature_cache_lowers_once():
     assert cache.lower_s > 0 and cache.extract_s > 0
 
 
+def test_feature_cache_lowers_one_schedule_once():
+    """Configs that build one schedule (unroll budgets that unroll the same loops) share
+    their features; a budget that unrolls other loops is lowered anew."""
+    task = Task("matmul", dict(M=256, N=256, K=256))
+    space = task.space
+    rng = random.Random(3)
+    def budget(c, b):
+        return Config(c.sketch, {**c.values, "C.unroll": b})
+
+    config = next(c for c in (space.sample(rng) for _ in range(200)) if c.values["C.unroll"] == 256
+                  and space.schedule_key(budget(c, 64)) == space.schedule_key(c) != space.schedule_key(budget(c, 0)))
+    twin = budget(config, 64)
+    cache = F.FeatureCache()
+    many = cache.get_many(task, [config, twin])
+    assert cache.misses == 1 and many[0] is not None and np.array_equal(many[0], many[1])
+    assert np.array_equal(many[1], F.FeatureCache().get(task, twin))  # what lowering the twin gives
+    cache.get(task, budget(config, 0))
+    assert cache.misses == 2  # no unrolling at all: another schedule
+
+
 def test_feature_cache_survives_a_config_that_does_not_lower():
     task = Task("matmul", dict(M=32, N=32, K=32))
     cache = F.FeatureCache()
