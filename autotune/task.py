@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 
 import te
-from schedule import lower
+from schedule import lower, passes
 from schedule.config import Config
 from schedule.ir import LoweredFunc
 from schedule.space import ConfigSpace
@@ -215,10 +215,16 @@ class Task:
             f"{format_bytes(available)} is available; choose smaller sizes"
         )
 
-    def lower(self, config: Config, candidates: bool = True) -> LoweredFunc:
-        """Apply ``config`` to a fresh schedule and lower it (``candidates``: see ``ConfigSpace.apply``)."""
+    def lower(self, config: Config, candidates: bool = True, verify: bool = True) -> LoweredFunc:
+        """Apply ``config`` to a fresh schedule and lower it (``candidates``: see ``ConfigSpace.apply``).
+
+        ``verify=False`` leaves out the last pass, the IR's invariant check (a tenth of the
+        lowering): for a search's features of thousands of candidates, where the build of
+        each measured one lowers it again with the check."""
         s, args = self.space.apply(config, candidates)
-        return lower(s, args, name="kernel")
+        if verify:
+            return lower(s, args, name="kernel")
+        return lower(s, args, name="kernel", pipeline=[p for p in passes.pipeline("cpu") if p is not passes.verify_pass])
 
     def __repr__(self):
         return f"Task({self.key} on {self.target})"
