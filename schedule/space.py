@@ -347,9 +347,14 @@ class ConfigSpace(SearchSpace):
             return config.to_json()
         return Config(config.sketch, {k: budgets.get(k, v) for k, v in config.values.items() if k not in gone}).to_json()
 
+    @staticmethod
+    def _unrolled_by(d: StageDecisions, budget: int) -> tuple:
+        """Which loops of a multi-level stage an unroll budget unrolls (``unrolled_loops``)."""
+        return unrolled_loops(d, budget)
+
     def _effective_unroll_budgets(self, config: Config, gone: set) -> dict[str, int]:
         """Per multi-level stage whose unroll budget unrolls the same loops as a smaller one
-        of the knob's: that smaller budget (``unrolled_loops``). Budgets differ only where a
+        of the knob's: that smaller budget (``_unrolled_by``). Budgets differ only where a
         register tile's loops are long, so most of a model-guided run's neighbours that differ
         in it alone build one schedule."""
         out = {}
@@ -359,21 +364,21 @@ class ConfigSpace(SearchSpace):
                 continue
             try:
                 d = layout.decode(config.values)
-                loops = unrolled_loops(d, budget)
+                loops = self._unrolled_by(d, budget)
             except (ConfigError, KeyError, TypeError, ValueError, IndexError):  # not a valid config: keyed as it is
                 continue
-            same = next(b for b in budgets if b <= budget and unrolled_loops(d, b) == loops)
+            same = next(b for b in budgets if b <= budget and self._unrolled_by(d, b) == loops)
             if same != budget:
                 out[name] = same
         return out
 
     @functools.cached_property
     def _unroll_knobs(self) -> tuple[tuple[StageLayout, str, tuple[int, ...]], ...]:
-        """(layout, knob name, its budgets in increasing order) of every CPU multi-level stage."""
+        """(layout, knob name, its budgets in increasing order) of every multi-level stage."""
         candidates = {k.name: k.candidates for k in self.knobs.knobs}
         out = []
         for plan, layout in self._layouts:
-            if layout is None or layout.codec is not CPU_MULTI_LEVEL:
+            if layout is None or plan.role != MULTI_LEVEL:
                 continue
             for f, knobs in layout.fields:
                 if f.attr == "unroll":

@@ -114,6 +114,10 @@ class GPUConfigSpace(ConfigSpace):
     def _codecs() -> Mapping[str, StageCodec]:
         return GPU_CODECS
 
+    @staticmethod
+    def _unrolled_by(d: StageDecisions, budget: int) -> tuple:
+        return unrolled_loops(d, budget)
+
     def _plan_problem(self, plan: StagePlan, d: StageDecisions) -> str | None:
         if plan.role != MULTI_LEVEL:
             return None
@@ -227,8 +231,9 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: GPUMultiLevelDecisions) 
     blocks, vthreads, threads, inner = ([lv[n] for lv in levels] for n in range(4))
     owner.reorder(*blocks, *vthreads, *threads, *inner)
     # The copy-out reads the accumulators at constant indices only when its loops unroll.
-    _unroll_inner(owner, [(x, t[2] * t[3]) for x, t in zip(inner, tiles)][::-1], d.unroll,
-                  body=math.prod(t[0] for t in tiles))
+    owner_loops, local_loops = unrolled_loops(d, d.unroll)
+    for n in owner_loops:
+        owner.unroll(inner[::-1][n])
     owner.bind(owner.fuse(*blocks), "blockIdx.x")
     owner.bind(owner.fuse(*vthreads), "vthread")
     thread_loop = owner.fuse(*threads)
@@ -247,11 +252,9 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: GPUMultiLevelDecisions) 
         r1.append(x1)
         r2.append(x2)
     tiled.reorder(*r0, *r1, *s3, *r2, *s4)
-    _unroll_inner(tiled, [(x, t[3]) for x, t in zip(s4, tiles)][::-1]
-                  + [(x, rt[1]) for x, rt in zip(r2, rtiles)][::-1]
-                  + [(x, t[2]) for x, t in zip(s3, tiles)][::-1]
-                  + [(x, rt[0]) for x, rt in zip(r1, rtiles)][::-1], d.unroll,
-                  body=math.prod(t[0] for t in tiles))
+    local = s4[::-1] + r2[::-1] + s3[::-1] + r1[::-1]
+    for n in local_loops:
+        tiled.unroll(local[n])
     # Cooperative fetch of each staged input at the last R0 loop.
     n_threads = math.prod(t[1] for t in tiles)
     for stage in shared:
@@ -261,14 +264,30 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: GPUMultiLevelDecisions) 
         stage.bind(thread, "threadIdx.x")
 
 
-def _unroll_inner(stage, loops: list, budget: int, body: int = 1) -> None:
-    """Unroll ``loops`` (innermost first, with their extents) while the unrolled body stays within ``budget``."""
-    for loop, extent in loops:
+def unrolled_loops(d: GPUMultiLevelDecisions, budget: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Which loops an unroll ``budget`` unrolls, as positions: in the owner, of its
+    per-thread S3*S4 loops (innermost first); in the local stage, of its S4, R2, S3 and R1
+    loops (each level innermost first). Each list is unrolled innermost first while the
+    copies of the body (its virtual threads' share included) stay within the budget."""
+    tiles, rtiles = d.tiles, d.reduce_tiles
+    body = math.prod(t[0] for t in tiles)
+    owner = [t[2] * t[3] for t in tiles][::-1]
+    local = ([t[3] for t in tiles][::-1] + [rt[1] for rt in rtiles][::-1]
+             + [t[2] for t in tiles][::-1] + [rt[0] for rt in rtiles][::-1])
+    return _unrolled_prefix(owner, budget, body), _unrolled_prefix(local, budget, body)
+
+
+def _unrolled_prefix(extents: list[int], budget: int, body: int) -> tuple[int, ...]:
+    """Positions of the loops of ``extents`` (innermost first) unrolled while the unrolled
+    body stays within ``budget``; loops of one iteration take no unrolling."""
+    out = []
+    for n, extent in enumerate(extents):
         body *= extent
         if body > budget:
             break
         if extent > 1:
-            stage.unroll(loop)
+            out.append(n)
+    return tuple(out)
 
 
 def _apply_simple(s: Schedule, plan: StagePlan, d: GPUSimpleDecisions) -> None:

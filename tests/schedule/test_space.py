@@ -232,12 +232,17 @@ def test_unrolling_copies_the_innermost_loop_at_most_the_cap_whatever_the_budget
     assert all(c == u for c, u in zip(capped, uncapped) if u <= 64)  # below the cap nothing changed
 
 
-@pytest.mark.parametrize("case", ["matmul-large", "dense", "conv2d", "batch_matmul"])
+@pytest.mark.parametrize("case", ["matmul-large", "dense", "conv2d", "batch_matmul", "matmul-cuda"])
 def test_unroll_budgets_that_unroll_the_same_loops_are_one_schedule(case):
     """A larger unroll budget that stops at the same loop as a smaller one builds the same
     code; the schedule key says so (so a tuner measures it once), and only then: the IR of
     every pair of budgets is equal exactly when their keys are."""
-    task = Task("matmul", dict(M=1024, N=1024, K=1024)) if case == "matmul-large" else _task(case)
+    if case == "matmul-large":
+        task = Task("matmul", dict(M=1024, N=1024, K=1024))
+    elif case == "matmul-cuda":
+        task = Task("matmul", dict(M=256, N=256, K=256), target="cuda")
+    else:
+        task = _task(case)
     space = task.space
     unroll = next(k for k in space.knobs.knobs if k.name.endswith(".unroll"))
     rng = random.Random(1)
