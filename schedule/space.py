@@ -338,8 +338,10 @@ class ConfigSpace(SearchSpace):
         """The config's JSON without the knobs an attached stage ignores (a simple stage's
         tiles, parallel loops and reduction order; a multi-level stage's tile location and
         parallel loops), or a sibling sharing its leader's loops (all of them, since it takes
-        the leader's): they change nothing it builds. Called for every config a tuner
-        weighs, so it reads each attach knob's value, never whole decisions."""
+        the leader's): they change nothing it builds; and an unroll budget keyed by the
+        smallest budget of its knob that unrolls the same loops. Called for every config a
+        tuner weighs, so it reads each attach knob's value, and decodes a stage's decisions
+        only when its unroll budget is not the knob's smallest."""
         dropped = [names for attach, names in self._ignored_when_attached if config.values.get(attach)]
         gone = set().union(*dropped)
         budgets = self._effective_unroll_budgets(config, gone)
@@ -367,7 +369,7 @@ class ConfigSpace(SearchSpace):
                 loops = self._unrolled_by(d, budget)
             except (ConfigError, KeyError, TypeError, ValueError, IndexError):  # not a valid config: keyed as it is
                 continue
-            same = next(b for b in budgets if b <= budget and self._unrolled_by(d, b) == loops)
+            same = next((b for b in budgets if b <= budget and self._unrolled_by(d, b) == loops), budget)
             if same != budget:
                 out[name] = same
         return out
@@ -836,7 +838,7 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
     return r0
 
 
-def unroll_extents(d: MultiLevelDecisions) -> list[int]:
+def _unroll_extents(d: MultiLevelDecisions) -> list[int]:
     """The extents of the loops ``_tile_region`` may unroll, in the order it tries them:
     the register tile's rows (S3 but the vectorized axis), the inner reduction loops (R1),
     then the S2 loops, each level innermost first."""
@@ -845,11 +847,11 @@ def unroll_extents(d: MultiLevelDecisions) -> list[int]:
 
 
 def unrolled_loops(d: MultiLevelDecisions, budget: int) -> tuple[int, ...]:
-    """Which of the loops of ``unroll_extents`` (their positions) an unroll ``budget``
+    """Which of the loops of ``_unroll_extents`` (their positions) an unroll ``budget``
     unrolls: innermost first, while the copies of the vector loop's body (in 16-lane
     instructions) stay within the budget and the copies within ``MAX_UNROLLED_LOOP_COPIES``;
     loops of one iteration take no unrolling."""
-    extents = unroll_extents(d)
+    extents = _unroll_extents(d)
     vector_body = max(1, -(-d.vector_tile[2] // 16))
     copies = 1  # of the vector loop, once the loops so far are unrolled
     out = []
