@@ -28,6 +28,10 @@ from schedule.space import ConfigSpace
 from schedule.targets import Target, TargetError, parse_target
 
 
+#: The CPU pipeline without its last pass, the IR check (``Task.lower(verify=False)``).
+UNVERIFIED_PIPELINE = tuple(p for p in passes.pipeline("cpu") if p is not passes.verify_pass)
+
+
 class TaskError(ValueError):
     """A task that cannot be created (unknown workload, bad parameters, unknown target)."""
 
@@ -222,9 +226,7 @@ class Task:
         lowering): for a search's features of thousands of candidates, where the build of
         each measured one lowers it again with the check."""
         s, args = self.space.apply(config, candidates)
-        if verify:
-            return lower(s, args, name="kernel")
-        return lower(s, args, name="kernel", pipeline=[p for p in passes.pipeline("cpu") if p is not passes.verify_pass])
+        return lower(s, args, name="kernel", pipeline="cpu" if verify else UNVERIFIED_PIPELINE)
 
     def __repr__(self):
         return f"Task({self.key} on {self.target})"

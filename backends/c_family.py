@@ -32,7 +32,7 @@ from te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Sele
 from schedule import ir
 from schedule.ir import Allocate, Barrier, Buffer, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Stmt
 from schedule.printer import NameTable
-from schedule.simplify import Analyzer, interval
+from schedule.simplify import Analyzer, interval, simplify
 
 C_TYPES = {
     "float16": "_Float16", "float32": "float", "float64": "double",
@@ -314,8 +314,6 @@ class CSourcePrinter:
         return self.dialect.wrap_access(self, buf, self._flat_index(buf, indices), write)
 
     def _flat_index(self, buf: Buffer, indices) -> str:
-        from schedule.simplify import simplify
-
         self._note_buffer(buf)
         if self.dialect.index_check is not None:
             return self._checked_flat_index(buf, indices)
@@ -329,8 +327,6 @@ class CSourcePrinter:
 
     def _checked_flat_index(self, buf: Buffer, indices) -> str:
         """The flat index with every dimension's index checked against its extent."""
-        from schedule.simplify import simplify
-
         terms = []
         stride = 1
         for dim in range(len(indices) - 1, -1, -1):

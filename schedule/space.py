@@ -35,6 +35,8 @@ from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, Sta
 from .stage import Schedule, create_schedule
 
 SKETCH_VERSION = "cpu-v1"
+#: Most configs whose schedule keys a space remembers (a 1000-trial search weighs about 15000).
+SCHEDULE_KEYS_KEPT = 50_000
 #: Unroll budgets: loops are unrolled innermost-first while the unrolled body stays under this.
 UNROLL_STEPS = (0, 16, 64, 256)
 #: ... and while the innermost (vector) loop is copied at most this many times: gcc
@@ -335,6 +337,28 @@ class ConfigSpace(SearchSpace):
         return _attach_problem(plan_decisions, self.names)
 
     def schedule_key(self, config: Config) -> str:
+        """The identity of the schedule ``config`` builds (``_schedule_key``), remembered per
+        config: a search asks it of every candidate several times (whether it was scored,
+        measured, whose features it shares)."""
+        text = config.to_json()
+        key = self._schedule_keys.get(text)
+        if key is None:
+            if len(self._schedule_keys) >= SCHEDULE_KEYS_KEPT:
+                self._schedule_keys.clear()
+            key = self._schedule_keys[text] = self._schedule_key(config)
+        return key
+
+    @functools.cached_property
+    def _schedule_keys(self) -> dict[str, str]:
+        return {}
+
+    def __getstate__(self) -> dict:
+        """What a copy in another process gets: the space, without the remembered keys."""
+        state = self.__dict__.copy()
+        state.pop("_schedule_keys", None)
+        return state
+
+    def _schedule_key(self, config: Config) -> str:
         """The config's JSON without the knobs an attached stage ignores (a simple stage's
         tiles, parallel loops and reduction order; a multi-level stage's tile location and
         parallel loops), or a sibling sharing its leader's loops (all of them, since it takes

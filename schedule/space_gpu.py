@@ -232,8 +232,9 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: GPUMultiLevelDecisions) 
     owner.reorder(*blocks, *vthreads, *threads, *inner)
     # The copy-out reads the accumulators at constant indices only when its loops unroll.
     owner_loops, local_loops = unrolled_loops(d, d.unroll)
+    per_thread = inner[::-1]
     for n in owner_loops:
-        owner.unroll(inner[::-1][n])
+        owner.unroll(per_thread[n])
     owner.bind(owner.fuse(*blocks), "blockIdx.x")
     owner.bind(owner.fuse(*vthreads), "vthread")
     thread_loop = owner.fuse(*threads)

@@ -83,7 +83,9 @@ class FeatureCache:
         return self.lower_s + self.extract_s
 
     def get(self, task, config) -> np.ndarray:
-        key = _key(task, config)
+        return self._get(task, config, _key(task, config))
+
+    def _get(self, task, config, key: tuple) -> np.ndarray:
         x = self._data.get(key)
         if x is not None:
             self.hits += 1
@@ -114,26 +116,28 @@ class FeatureCache:
         """
         if not configs:
             return np.zeros((0, FEATURE_DIM), dtype=np.float32)
-        missing = list({key: c for c in configs if (key := _key(task, c)) not in self._data}.values())
+        keys = [_key(task, c) for c in configs]
+        missing = {key: c for key, c in zip(keys, configs) if key not in self._data}
         if self.workers > 1 and len(missing) >= PARALLEL_MIN:
             self._extract_in_pool(task, missing)
-        return np.stack([self.get(task, c) for c in configs])
+        return np.stack([self._get(task, c, key) for key, c in zip(keys, configs)])
 
-    def _extract_in_pool(self, task, configs) -> None:
+    def _extract_in_pool(self, task, configs: dict) -> None:
+        """Lower and extract ``configs`` (by their cache keys) in the worker pool."""
         t0 = time.perf_counter()
         if self._pool is None:
             from ..worker_pool import start_pool
 
             # Jobs carry the workload's JSON, so a worker needs no registry.
             self._pool = start_pool(self.workers, preload=[__name__])
-        jobs = [(task.dag_json, task.target, c.to_json()) for c in configs]
+        jobs = [(task.dag_json, task.target, c.to_json()) for c in configs.values()]
         chunk = max(1, len(jobs) // (4 * self.workers))
-        for config, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):
+        for key, x in zip(configs, self._pool.map(_lower_and_extract, jobs, chunksize=chunk)):
             if x is None:
                 self.failures += 1
                 x = np.zeros(FEATURE_DIM, dtype=np.float32)
             x.setflags(write=False)
-            self._data[_key(task, config)] = x
+            self._data[key] = x
         self.misses += len(configs)
         self.lower_s += time.perf_counter() - t0
         while len(self._data) > self.max_entries:
