@@ -90,16 +90,33 @@ def factor_candidates(extent: int, limit: int | None = None) -> list[int]:
 #: tail runs a full-tile copy wherever it is whole): the register file decides the best row
 #: count, not the extent. AVX2's 16 registers hold 6 rows of two-vector accumulators (12,
 #: with a row of the streamed input and a broadcast value), and 4 rows leave the two FMA
-#: pipes of a Zen 3 core waiting on the accumulators' latency.
+#: pipes of a Zen 3 core waiting on the accumulators' latency. A larger register file offers
+#: more (``register_rows``).
 REGISTER_ROWS = range(1, 9)
+#: Vectors of the streamed input one register tile row is offered at least: the row counts
+#: a register file holds at this width bound ``register_rows``.
+ROW_VECTORS = 2
 
 
-def tile_candidates(extent: int, max_inner: int, rows: bool = False) -> tuple[tuple[int, int, int], ...]:
+def register_rows(registers: RegisterFile) -> range:
+    """The register tile row counts offered on a row axis for ``registers``: ``REGISTER_ROWS``,
+    and up to as many rows of ``ROW_VECTORS``-vector accumulators as the file holds beside
+    one row of the streamed input and a broadcast value where that is more (AVX-512's 32
+    registers: 14 rows, the shape of BLIS's and oneDNN's AVX-512 micro-kernels; AVX2's 16:
+    6, so the 8 of ``REGISTER_ROWS``). A count that does not fit beside a wider tile is
+    rejected per config by the register check."""
+    fits = (registers.count - ROW_VECTORS - 1) // ROW_VECTORS
+    return range(REGISTER_ROWS.start, max(REGISTER_ROWS.stop, fits + 1))
+
+
+def tile_candidates(extent: int, max_inner: int, rows: bool = False,
+                    row_counts: range = REGISTER_ROWS) -> tuple[tuple[int, int, int], ...]:
     """(T1, T2, T3) per-level tile sizes with T1*T2*T3 <= extent, T3 <= max_inner; on a row
-    axis (``rows``: not vectorized) T3 also takes every count of ``REGISTER_ROWS``, and a T3
-    that does not divide the extent also even cache blocks (``even_row_blocks``)."""
+    axis (``rows``: not vectorized) T3 also takes every count of ``row_counts`` (the target's
+    ``register_rows``), and a T3 that does not divide the extent also even cache blocks
+    (``even_row_blocks``)."""
     fs = factor_candidates(extent)
-    inner = set(fs) | ({r for r in REGISTER_ROWS if r <= extent} if rows else set())
+    inner = set(fs) | ({r for r in row_counts if r <= extent} if rows else set())
     out = []
     for t3 in sorted(f for f in inner if f <= max_inner):
         for t2 in fs:
@@ -187,11 +204,11 @@ class ConfigSpace(SearchSpace):
         outputs = list(outputs)
         sketch = derive_sketch(outputs, precompute=cls.precomputes)
         names = _unique_names([p.op for p in sketch.plans])
+        options = kind.space_options(target)
         knobs: list[Knob] = []
         for plan in sketch.plans:
-            knobs.extend(cls._knobs_for(plan, names[plan.op]))
-        space = cls(list(inputs), outputs, sketch, KnobSet(cls.sketch_version, tuple(knobs)), names,
-                    **kind.space_options(target))
+            knobs.extend(cls._knobs_for(plan, names[plan.op], options))
+        space = cls(list(inputs), outputs, sketch, KnobSet(cls.sketch_version, tuple(knobs)), names, **options)
         space.target = target  # the Target this space was derived for
         if cls.offers_alternatives:
             from .alternatives import AlternativesSpace, alternatives
@@ -209,8 +226,10 @@ class ConfigSpace(SearchSpace):
     # ------------------------------------------------------------ per-role hooks (CPU)
 
     @staticmethod
-    def _knobs_for(plan: StagePlan, name: str) -> list[Knob]:
-        return _plan_knobs(plan, name)
+    def _knobs_for(plan: StagePlan, name: str, options: Mapping) -> list[Knob]:
+        """The knobs of ``plan``'s stage; ``options``: the space's extra fields for its target
+        (the kind's ``space_options``: here the register file, which bounds the row counts)."""
+        return _plan_knobs(plan, name, options.get("registers", RegisterFile()))
 
     @staticmethod
     def _codecs() -> Mapping[str, StageCodec]:
@@ -648,8 +667,9 @@ def _prod(xs) -> int:
 # ---------------------------------------------------------------- knobs per role
 
 
-def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
-    """The candidates of each decision of ``plan``'s stage (names and docs: the codec's)."""
+def _plan_knobs(plan: StagePlan, name: str, registers: RegisterFile) -> list[Knob]:
+    """The candidates of each decision of ``plan``'s stage (names and docs: the codec's), the
+    register tile's row counts those ``registers`` hold (``register_rows``)."""
     op = plan.op
     lanes = max(1, MAX_VECTOR_BYTES // dtypes.nbytes(op.output(0).dtype))
     last = len(op.axis) - 1
@@ -660,7 +680,8 @@ def _plan_knobs(plan: StagePlan, name: str) -> list[Knob]:
         return CPU_MULTI_LEVEL.knobs(
             name, op,
             tiles=[tile_candidates(iv.extent, lanes) if n == last or n in others
-                   else tile_candidates(iv.extent, 16, rows=True) for n, iv in enumerate(op.axis)],
+                   else tile_candidates(iv.extent, 16, rows=True, row_counts=register_rows(registers))
+                   for n, iv in enumerate(op.axis)],
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
             at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)

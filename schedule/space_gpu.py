@@ -107,7 +107,7 @@ class GPUConfigSpace(ConfigSpace):
     # ------------------------------------------------------------ per-role hooks (GPU)
 
     @staticmethod
-    def _knobs_for(plan: StagePlan, name: str) -> list[Knob]:
+    def _knobs_for(plan: StagePlan, name: str, options: Mapping) -> list[Knob]:
         return _plan_knobs(plan, name)
 
     @staticmethod

@@ -29,8 +29,8 @@ class SerialSpace(ConfigSpace):
     """The CPU space with every ``<stage>.parallel`` knob fixed to one loop (run serially)."""
 
     @staticmethod
-    def _knobs_for(plan, name) -> list[Knob]:
-        knobs = ConfigSpace._knobs_for(plan, name)
+    def _knobs_for(plan, name, options) -> list[Knob]:
+        knobs = ConfigSpace._knobs_for(plan, name, options)
         return [Knob(k.name, (1,), k.doc) if k.name.endswith(".parallel") else k for k in knobs]
 
 
