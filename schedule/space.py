@@ -93,8 +93,8 @@ def factor_candidates(extent: int, limit: int | None = None) -> list[int]:
 #: pipes of a Zen 3 core waiting on the accumulators' latency. A larger register file offers
 #: more (``register_rows``).
 REGISTER_ROWS = range(1, 9)
-#: Vectors of the streamed input one register tile row is offered at least: the row counts
-#: a register file holds at this width bound ``register_rows``.
+#: The register tile width, in vectors, that ``register_rows`` sizes the row counts for: the
+#: widest tiles the starting points try (two vectors of the streamed input per row).
 ROW_VECTORS = 2
 
 
