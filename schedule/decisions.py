@@ -15,7 +15,8 @@ Knob names (``<stage>`` is the stage's unique name in the space, ``<axis>`` an a
 
     <stage>.tile.<axis>     TileDecision of one spatial axis (CPU simple: one number; else a list)
     <stage>.rtile.<axis>    ReduceTileDecision of one reduce axis (CPU: one number; GPU: a list)
-    <stage>.at              CPU multi-level: compute location, AT_OUTER ("a") or AT_BLOCK ("b")
+    <stage>.at              CPU multi-level: compute location, AT_OUTER ("a"), AT_BLOCK ("b") or
+                            AT_REGISTER ("c")
     <stage>.parallel        CPU: how many outer loops fuse into the parallel loop
     <stage>.unroll          unroll budget
     <stage>.pack            CPU multi-level: the input name packed into a local tile, PACK_PANELS
@@ -48,6 +49,12 @@ from .sketch import MULTI_LEVEL, SIMPLE
 #: CPU multi-level compute locations: at the owner's last outer (parallel) loop, or its last cache-block loop.
 AT_OUTER = "a"
 AT_BLOCK = "b"
+#: CPU multi-level compute location: at the owner's last loop over register tiles, so the
+#: local tile is one register tile and the whole reduction runs inside it (no cache block
+#: step of the reduction; the tile goes to the output straight from its accumulators).
+#: Where a block of the reduction fits in cache with room to spare, this drops the copy of
+#: a cache block's local tile out to the output; the reduction is then never blocked.
+AT_REGISTER = "c"
 #: CPU multi-level packing: no input copied into a local tile.
 PACK_NONE = "none"
 #: CPU multi-level packing: prefix of a ``pack`` value that rewrites an input into panels as
@@ -204,6 +211,12 @@ class MultiLevelDecisions(StageDecisions):
         loop over the output's rows): then ``at`` and ``parallel`` do not apply, and its
         S1 R0 S2 R1 S3 tiling covers what one iteration of that loop reads."""
         return bool(self.attach)
+
+    @property
+    def per_register_tile(self) -> bool:
+        """Whether the local tile is one register tile, computed at the owner's loops over
+        register tiles with the whole reduction inside (``AT_REGISTER``; not when attached)."""
+        return self.at == AT_REGISTER and not self.attached
 
     @property
     def local_pack(self) -> str | None:

@@ -26,7 +26,7 @@ from te.expr import TensorRead, free_vars, post_order
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
-from .decisions import (AT_BLOCK, AT_OUTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS, PACK_NONE,
+from .decisions import (AT_BLOCK, AT_OUTER, AT_REGISTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS, PACK_NONE,
                         PACK_PANELS, PACK_PREPACKED, PANEL_PREFIXES, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER,
                         REDUCE_OUTER, VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
                         StageDecisions, StageLayout, decode_config)
@@ -258,7 +258,11 @@ class ConfigSpace(SearchSpace):
             if v != len(tiles) - 1 and d.panel_pack is None:
                 return (f"{name}: vectorizing axis {vector.axis} reads {', '.join(streams) or 'its input'} "
                         f"with a stride; only from its panels (pack = panels:/prepacked:)")
-            local = _prod(t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1) for t in tiles)
+            if d.per_register_tile and (d.local_pack is not None or d.panels_per_block):
+                return (f"{name}: computed per register tile (at = {AT_REGISTER}), it has no cache block step "
+                        f"to pack {d.local_pack or d.panel_pack} for (pack = {d.pack})")
+            local = _prod(t[2] if d.per_register_tile else t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1)
+                          for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES and not d.attached:  # attached: a region-sized buffer
                 return f"{name}: local tile of {local * nbytes} bytes exceeds {MAX_LOCAL_BYTES}"
             if d.shares_loops and d.siblings < d.parallel:
@@ -559,8 +563,10 @@ class ConfigSpace(SearchSpace):
         if isinstance(d, MultiLevelDecisions):
             tiles = ", ".join(f"{t.axis}: {t}" for t in d.tiles)
             red = ", ".join(f"{r.axis}: {r[0]}" for r in d.reduce_tiles)
+            level = (f"computed per register tile (the {d.at}-level loop), the whole reduction inside"
+                     if d.per_register_tile else f"computed at the {d.at}-level loop")
             placed = (f"{where}, tiled S1 R0 S2 R1 S3 over it" if d.attached else
-                      f"computed at the {d.at}-level loop; {d.parallel} outer loop(s) fused in parallel")
+                      f"{level}; {d.parallel} outer loop(s) fused in parallel")
             padding = ""
             if d.producers is not None:
                 padding = "; padding stored first" if d.stores_producers else "; padding inlined"
@@ -595,9 +601,13 @@ def _attach_problem(plan_decisions, names: dict) -> str | None:
     the values it reads would not exist yet (None: they all can)."""
     level = {plan.op: _attach_level(d) for plan, d in plan_decisions}
     panels = {getattr(d, "pack", "") for _, d in plan_decisions}
+    per_register_tile = {plan.op for plan, d in plan_decisions if getattr(d, "per_register_tile", False)}
     for plan, d in plan_decisions:
         if not level[plan.op]:
             continue
+        if plan.host in per_register_tile and level[plan.op] == reduction_level(plan.host):
+            return (f"{names[plan.op]}: computed at {names[plan.host]}'s outer reduction loop, which runs "
+                    f"inside each of its register tiles (at = {AT_REGISTER}): it would be computed once per tile")
         for prefix in (PACK_PANELS, PACK_BLOCK_PANELS):
             if prefix + names[plan.op] in panels:
                 return (f"{names[plan.op]}: computed at {names[plan.host]}'s loop {level[plan.op]}, but a reader "
@@ -683,7 +693,7 @@ def _plan_knobs(plan: StagePlan, name: str, registers: RegisterFile) -> list[Kno
                    else tile_candidates(iv.extent, 16, rows=True, row_counts=register_rows(registers))
                    for n, iv in enumerate(op.axis)],
             reduce_tiles=[factor_candidates(iv.extent, 512) for iv in op.reduce_axis],
-            at=(AT_OUTER, AT_BLOCK), parallel=parallel, unroll=UNROLL_STEPS,
+            at=(AT_OUTER, AT_BLOCK, AT_REGISTER), parallel=parallel, unroll=UNROLL_STEPS,
             pack=(PACK_NONE,) + tuple(t.name for t in op.input_tensors)
             + tuple(PACK_PANELS + name for name in panels)
             + tuple(PACK_PREPACKED + name for name in panels if name in layout_free_inputs(op))
@@ -815,15 +825,25 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         tiled.set_scope("local")  # a per-tile temporary of the fused epilogue
     if d.panel_pack is not None and not d.panels_per_block:
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile, d.panels_at_build_time, d.vector_index)
-    # The owner: a (outer, parallel) / b (cache block) / c (register tile) per spatial axis.
-    levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
-    a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
-    owner.reorder(*a_axes, *b_axes, *c_axes)
-    if tiles[-1][1] * tiles[-1][2] > 1:
+    # The owner: a (outer, parallel) / b (cache block) / c (what one local tile covers) per
+    # spatial axis; computed per register tile, c is one register tile, inside the S2 loops.
+    if d.per_register_tile:
+        levels = [_split_levels(owner, iv, [t[0], t[1], t[2]]) for iv, t in zip(owner.op.axis, tiles)]
+        a_axes, b_axes, s2_axes, c_axes = ([lv[n] for lv in levels] for n in range(4))
+        owner.reorder(*a_axes, *b_axes, *s2_axes, *c_axes)
+        at = s2_axes[-1]
+        vector_width = tiles[-1][2]
+    else:
+        levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
+        a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
+        owner.reorder(*a_axes, *b_axes, *c_axes)
+        at = None if d.at == AT_OUTER else b_axes[-1]
+        vector_width = tiles[-1][1] * tiles[-1][2]
+    if vector_width > 1:
         owner.vectorize(c_axes[-1])
     a_after = _parallel_outer(owner, a_axes, d.parallel)
-    tiled.compute_at(owner, a_after[-1] if d.at == AT_OUTER else b_axes[-1])
-    reduce_outer = _tile_region(s, tiled, d, three_levels=d.at == AT_OUTER)
+    tiled.compute_at(owner, a_after[-1] if at is None else at)
+    reduce_outer = _tile_region(s, tiled, d, levels=3 if d.at == AT_OUTER else 1 if d.per_register_tile else 2)
     # where a stage attached at each level goes: the a-level loop over each axis, then the
     # loop over the outer reduction tile (``reduction_level``)
     return [(owner, loop) for loop in [a_after[0]] * d.parallel + a_after[1:]] + _reduce_loops(tiled, reduce_outer)
@@ -843,26 +863,29 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
     if d.panel_pack is not None and not d.panels_per_block:
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile, d.panels_at_build_time, d.vector_index)
     tiled.compute_at(*at)
-    reduce_outer = _tile_region(s, tiled, d, three_levels=True)
+    reduce_outer = _tile_region(s, tiled, d, levels=3)
     return [None] * len(plan.op.axis) + _reduce_loops(tiled, reduce_outer)
 
 
-def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool) -> list:
+def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> list:
     """Tile a multi-level stage over the region it computes where it is attached:
-    ``S1 R0 S2 R1 S3`` (``three_levels``; else ``S2 R0 R1 S3``, the cache block already
-    outside), the S3 loop of the vectorized axis innermost and vectorized (the register
+    ``S1 R0 S2 R1 S3`` (3 ``levels`` of spatial loops; 2: ``R0 S2 R1 S3``, the cache block
+    already outside; 1: ``R0 R1 S3``, one register tile), the S3 loop of the vectorized axis innermost and vectorized (the register
     tile's accumulators are laid out in that order), the input ``d.local_pack`` copied per
     outer reduction step, the innermost small loops unrolled within ``d.unroll`` (and
     ``MAX_UNROLLED_LOOP_COPIES``). Returns the R0 loops."""
     tiles = d.tiles
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
-        if three_levels:
+        if levels == 3:
             x1, x2, x3 = _split_levels(tiled, iv, [t[1], t[2]])
             s1.append(x1)
-        else:
+            s2.append(x2)
+        elif levels == 2:
             x2, x3 = _split_levels(tiled, iv, [t[2]])
-        s2.append(x2)
+            s2.append(x2)
+        else:
+            x3 = iv
         s3.append(x3)
     r0, r1 = [], []
     for iv, rt in zip(tiled.op.reduce_axis, d.reduce_tiles):
@@ -886,9 +909,10 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, three_levels: bool)
 def _unroll_extents(d: MultiLevelDecisions) -> list[int]:
     """The extents of the loops ``_tile_region`` may unroll, in the order it tries them:
     the register tile's rows (S3 but the vectorized axis), the inner reduction loops (R1),
-    then the S2 loops, each level innermost first."""
+    then the S2 loops (none when computed per register tile), each level innermost first."""
     s3 = _vector_last([t[2] for t in d.tiles], d.vector_index)
-    return list(reversed(s3[:-1])) + [rt[0] for rt in reversed(d.reduce_tiles)] + [t[1] for t in reversed(d.tiles)]
+    s2 = [] if d.per_register_tile else [t[1] for t in reversed(d.tiles)]
+    return list(reversed(s3[:-1])) + [rt[0] for rt in reversed(d.reduce_tiles)] + s2
 
 
 def unrolled_loops(d: MultiLevelDecisions, budget: int) -> tuple[int, ...]:

@@ -431,11 +431,12 @@ def test_replay_reproduces_a_really_measured_xgb_run(tmp_path, monkeypatch):
 
 def _shaped_cost(config: Config) -> float:
     """A made-up cost that the loop nest decides alike in every matmul shape: kernels that
-    pack an operand inside their loops (a local copy, or panels per cache block), and more so
-    fully unrolled ones, are faster, so what one shape teaches holds in another."""
+    copy an operand into a local tile are faster, more so computed at the outer loop, so
+    what one shape teaches holds in another. (Both show in the features on every shape; an
+    unroll budget does not on these small ones, where 64 and 256 unroll the same loops.)"""
     v = config.values
-    local = v["C.pack"] in ("A", "B") or v["C.pack"].startswith("block-panels:")
-    speed = 1 + 2 * local + (v["C.unroll"] == 256)
+    local = v["C.pack"] in ("A", "B")
+    speed = 1 + 2 * local + (v["C.at"] == "a")
     return 1e-3 / speed * (1 + (int(config.hash[:6], 16) % 7) / 100)
 
 
@@ -462,8 +463,8 @@ def test_transfer_warm_starts_the_model_so_its_first_batch_is_chosen(shaped):
     warm = replay(target, ["xgb", "random"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True,
                   transfer=[shaped["other"]])
     cold = replay(target, ["xgb"], seeds=[0, 1, 2], trials=8, batch_size=8, restrict=True)
-    # about 1 in 6 of the space is fast: a batch of 8 drawn blind holds one or two, and three
-    # or more on each of three seeds by chance about once in 600 tries
+    # about 1 in 5 of the space is fast: a batch of 8 drawn blind holds one or two, and three
+    # or more on each of three seeds by chance about once in 120 tries
     for run in warm.runs["xgb"]:
         assert sum(c in fast for c in run.configs) >= 3, run.configs
     assert sum(c in fast for run in cold.runs["xgb"] for c in run.configs) <= 8
