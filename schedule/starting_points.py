@@ -27,7 +27,7 @@ from te import dtypes
 from te.expr import TensorRead, free_vars, post_order
 
 from .config import Config, ConfigError
-from .decisions import (AT_BLOCK, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED,
+from .decisions import (AT_BLOCK, AT_REGISTER, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED,
                         VECTOR_LAST)
 from .sketch import MULTI_LEVEL, combines_online
 from .space import even_block, panel_inputs, reduction_level
@@ -268,6 +268,21 @@ def _shapes_along(space, op, cands: dict, vector: str):
         if cands.get("vector"):
             shape["vector"] = vector
         yield shape
+        if _per_register_tile_too(shape, reduce_block, cands, few_rows):
+            yield dict(shape, at=AT_REGISTER)
+
+
+def _per_register_tile_too(shape: dict, reduce_block: int, cands: dict, few_rows: bool) -> bool:
+    """Whether the same micro-kernel is also worth trying computed per register tile
+    (``AT_REGISTER``: the whole reduction inside each tile, no local block tile to copy
+    out), once per shape rather than per reduction block, which it does not have: where it
+    reads the input unpacked or from panels packed at build time, or from panels packed on
+    every call where there are enough rows to pay for them (a short output's points try
+    the copies per cache block instead, which a tile computed this way cannot make)."""
+    pack = str(shape["pack"])
+    return (AT_REGISTER in cands["at"] and reduce_block == REDUCE_BLOCKS[0]
+            and (pack == PACK_NONE or pack.startswith(PACK_PREPACKED)
+                 or (pack.startswith(PACK_PANELS) and not few_rows)))
 
 
 def _few_rows(op, vector: int) -> bool:

@@ -1,6 +1,7 @@
 """Starting points: micro-kernel-shaped configs the model-guided and GA tuners measure first."""
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -27,15 +28,20 @@ def test_points_fill_the_register_file_and_pack_the_streamed_input(target, width
     points = space.starting_points(random.Random(0))
     assert 1 < len(points) <= LIMIT and len({c.hash for c in points}) == len(points)
     widths = set()
+    at = {}
     for config in points:
         assert space.check(config) is None
         c = space.decisions(config)["C"]
         tile = [t[2] for t in c.tiles]
         needed = space.registers.vectors_needed(tile, 4)
         assert space.registers.count // 2 < needed <= space.registers.count, (target, tile)
-        assert c.panel_pack == "B" and c.at == "b"
+        assert c.panel_pack == "B"
+        at.setdefault(dataclasses.replace(c, at="b"), set()).add(c.at)
         widths.add(tile[-1])
     assert max(widths) == width  # two vectors wide at most: AVX-512 32 floats, AVX2 16
+    # computed at a cache block, and the first ones also per register tile (the same tiles)
+    assert all("b" in where for where in at.values())
+    assert {"b", "c"} in at.values() and list(at.values())[0] == {"b", "c"}
 
 
 @pytest.mark.parametrize("target,rows,small_rows", [("cpu:avx2", 6, 6), ("cpu:avx512", 14, 13)])
