@@ -26,10 +26,10 @@ from te.expr import TensorRead, free_vars, post_order
 from te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from .config import Config, ConfigError, Knob, KnobSet, SearchSpace
-from .decisions import (AT_BLOCK, AT_OUTER, AT_REGISTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS, PACK_NONE,
-                        PACK_PANELS, PACK_PREPACKED, PANEL_PREFIXES, PRODUCERS_INLINE, PRODUCERS_STORED, REDUCE_INNER,
-                        REDUCE_OUTER, VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions, StageCodec,
-                        StageDecisions, StageLayout, decode_config)
+from .decisions import (AT_BLOCK, AT_OUTER, AT_REGISTER, CPU_CODECS, CPU_MULTI_LEVEL, CPU_SIMPLE, PACK_BLOCK_PANELS,
+                        PACK_NONE, PACK_PANELS, PACK_PREPACKED, PANEL_PREFIXES, PRODUCERS_INLINE, PRODUCERS_STORED,
+                        REDUCE_INNER, REDUCE_OUTER, VECTOR_LAST, MultiLevelDecisions, ScheduleDecisions, SimpleDecisions,
+                        StageCodec, StageDecisions, StageLayout, decode_config)
 from .passes.specialize_rows import MAX_COPIES, row_variables
 from .sketch import FUSED, INLINE, MULTI_LEVEL, PRECOMPUTED, SIMPLE, Sketch, StagePlan, combines_online, derive_sketch
 from .stage import Schedule, create_schedule
@@ -870,8 +870,9 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
 def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> list:
     """Tile a multi-level stage over the region it computes where it is attached:
     ``S1 R0 S2 R1 S3`` (3 ``levels`` of spatial loops; 2: ``R0 S2 R1 S3``, the cache block
-    already outside; 1: ``R0 R1 S3``, one register tile), the S3 loop of the vectorized axis innermost and vectorized (the register
-    tile's accumulators are laid out in that order), the input ``d.local_pack`` copied per
+    already outside; 1: ``R0 R1 S3``, one register tile), the S3 loop of the vectorized axis
+    innermost and vectorized (the register tile's accumulators are laid out in that order),
+    the input ``d.local_pack`` copied per
     outer reduction step, the innermost small loops unrolled within ``d.unroll`` (and
     ``MAX_UNROLLED_LOOP_COPIES``). Returns the R0 loops."""
     tiles = d.tiles

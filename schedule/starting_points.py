@@ -27,8 +27,8 @@ from te import dtypes
 from te.expr import TensorRead, free_vars, post_order
 
 from .config import Config, ConfigError
-from .decisions import (AT_BLOCK, AT_REGISTER, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED, PRODUCERS_STORED,
-                        VECTOR_LAST)
+from .decisions import (AT_BLOCK, AT_REGISTER, PACK_BLOCK_PANELS, PACK_NONE, PACK_PANELS, PACK_PREPACKED,
+                        PRODUCERS_STORED, VECTOR_LAST)
 from .sketch import MULTI_LEVEL, combines_online
 from .space import even_block, panel_inputs, reduction_level
 
