@@ -258,7 +258,7 @@ class ConfigSpace(SearchSpace):
             if v != len(tiles) - 1 and d.panel_pack is None:
                 return (f"{name}: vectorizing axis {vector.axis} reads {', '.join(streams) or 'its input'} "
                         f"with a stride; only from its panels (pack = panels:/prepacked:)")
-            if d.per_register_tile and (d.local_pack is not None or d.panels_per_block):
+            if d.per_register_tile and d.local_pack is not None:
                 return (f"{name}: computed per register tile (at = {AT_REGISTER}), it has no cache block step "
                         f"to pack {d.local_pack or d.panel_pack} for (pack = {d.pack})")
             local = _prod(t[2] if d.per_register_tile else t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1)
@@ -843,6 +843,9 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         owner.vectorize(c_axes[-1])
     a_after = _parallel_outer(owner, a_axes, d.parallel)
     tiled.compute_at(owner, a_after[-1] if at is None else at)
+    if d.per_register_tile and d.panels_per_block:  # the block's panels, at the owner's cache block loop
+        _pack_panels(s, tiled, d.panel_pack, d.vector_tile, at_build_time=False, axis=d.vector_index,
+                     at=b_axes[-1], at_stage=owner)
     reduce_outer = _tile_region(s, tiled, d, levels=3 if d.at == AT_OUTER else 1 if d.per_register_tile else 2)
     # where a stage attached at each level goes: the a-level loop over each axis, then the
     # loop over the outer reduction tile (``reduction_level``)
@@ -897,7 +900,7 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> lis
     s3_order = _vector_last(s3, v)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
-    if d.panels_per_block:
+    if d.panels_per_block and levels > 1:  # one register tile: packed at the owner's block loop
         _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v, at=r0[-1])
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
@@ -950,14 +953,16 @@ MAX_PADDED_SHARE = 1 / 16
 
 
 def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool, axis: int = -1,
-                 at=None) -> None:
+                 at=None, at_stage=None) -> None:
     """Rewrite input ``tensor_name`` into panels as wide as the register tile (``tile``: the
     (b, S2, S3) tile of the vectorized axis), so the tiled stage's micro-kernel streams one
     contiguous panel as the reduction advances; the copy's rows are vectorized. By default
     the copy runs before the tiled stage, in parallel over panels. ``at`` (a loop of
     ``tiled``, its outer reduction loop): only the panels one iteration reads are packed,
     right there (GotoBLAS: a block of panels packed where it is used, so it is read from
-    cache; bound inference narrows the panels to the block). ``at_build_time``: the panels
+    cache; bound inference narrows the panels to the block); ``at_stage`` (default
+    ``tiled``): the stage ``at`` is a loop of (the owner's cache block loop, for a stage
+    computed per register tile: the block's panels, the whole reduction long). ``at_build_time``: the panels
     are packed once, outside the kernel (``Schedule.rewrite_layout``).
 
     The panels are padded with zeros to whole outer blocks of the axis (b x S2 x S3
@@ -982,7 +987,7 @@ def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool
     stage = s[packed]
     outer, *middle, inner = stage.op.axis
     if at is not None:
-        stage.compute_at(tiled, at)
+        stage.compute_at(tiled if at_stage is None else at_stage, at)
     else:
         stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
     stage.vectorize(inner)

@@ -61,11 +61,22 @@ def test_the_local_tile_is_one_register_tile_with_the_whole_reduction_inside():
     _check_sampled(None, configs=[per_tile, per_block], task=task)
 
 
-@pytest.mark.parametrize("pack", ["A", "B", "block-panels:B"])
-def test_a_copy_per_cache_block_is_refused_when_computed_per_register_tile(pack):
+@pytest.mark.parametrize("pack", ["A", "B"])
+def test_a_local_copy_is_refused_when_computed_per_register_tile(pack):
     task, config = _matmul_config(AT_REGISTER, pack)
     assert "no cache block step" in task.space.check(config)
     assert task.space.check(_matmul_config(AT_BLOCK, pack)[1]) is None
+
+
+def test_panels_per_block_are_packed_at_the_owners_cache_block_loop_the_whole_reduction_long():
+    task, per_tile = _matmul_config(AT_REGISTER, "block-panels:B")
+    _, per_block = _matmul_config(AT_BLOCK, "block-panels:B")
+    panels = {at: next(b.shape for name, b in allocations(task.lower(c).body).items() if "panels" in name)
+              for at, c in ((AT_REGISTER, per_tile), (AT_BLOCK, per_block))}
+    # a cache block of 48 columns: three panels of 16; all 80 steps of the reduction per
+    # register tile, one outer step of 16 at a cache block
+    assert panels == {AT_REGISTER: (3, 80, 16), AT_BLOCK: (3, 16, 16)}
+    _check_sampled(None, configs=[per_tile, per_block], task=task)
 
 
 def _combine():
