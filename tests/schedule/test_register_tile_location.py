@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+import te
 from autotune.task import Task
 from schedule.config import Config
 from schedule.decisions import AT_BLOCK, AT_REGISTER
@@ -17,10 +18,9 @@ from test_compute_at_chain import allocations
 from test_space import _check_sampled, _task
 
 
-def _at(config: Config, at: str, **values) -> Config:
-    """``config`` with every stage's ``at`` knob set to ``at`` and the other ``values``."""
-    changed = {k: at for k in config.values if k.endswith(".at")}
-    return Config(config.sketch, dict(config.values, **changed, **values))
+def _at(config: Config, at: str) -> Config:
+    """``config`` with every stage's ``at`` knob set to ``at``."""
+    return Config(config.sketch, dict(config.values, **{k: at for k in config.values if k.endswith(".at")}))
 
 
 @pytest.mark.parametrize("case", ["matmul", "batch_matmul", "dense", "conv2d", "conv2d_nhwc"])
@@ -81,8 +81,6 @@ def test_panels_per_block_are_packed_at_the_owners_cache_block_loop_the_whole_re
 
 def _combine():
     """The combine of a FlashAttention over the task's shape (its loops: h, i, t, d)."""
-    import te
-
     Q, K, V = (te.placeholder((2, 128, 16), "float32", n) for n in "QKV")
     return te.ops.flash_attention(Q, K, V, block=64).op.input_tensors[0].op
 
