@@ -242,7 +242,7 @@ def _shapes_along(space, op, cands: dict, vector: str):
         if row is not None:
             fits = [r for r in _s3_values(tile_cands[axes[row]])
                     if space.registers.vectors_needed([r, width], nbytes) <= space.registers.count]
-            rows = _most_rows(fits, op.axis[row].extent)
+            rows = _most_rows(_within_l1_ways(space, op, row, v, fits), op.axis[row].extent)
         inner = {axes[v]: (width, column_block)}
         if row is not None:
             # about row_block tiles a block, made equal across the blocks: 22 tiles in blocks
@@ -283,6 +283,52 @@ def _per_register_tile_too(shape: dict, reduce_block: int, cands: dict, few_rows
     return (AT_REGISTER in cands["at"] and reduce_block == REDUCE_BLOCKS[0]
             and (pack == PACK_NONE or pack.startswith(PACK_PREPACKED)
                  or (pack.startswith(PACK_PANELS) and not few_rows)))
+
+
+def _within_l1_ways(space, op, row: int, vector: int, fits: list[int]) -> list[int]:
+    """The row counts of ``fits`` whose rows of each input the register tile broadcasts
+    from take fewer lines of one L1 set than the set has ways (one left for the streamed
+    panel): with K = 1024 floats, matmul's rows of A lie 4 KiB apart, all in one set of a
+    48 KiB 12-way L1, and a 14-row tile then evicts its own rows (8-13 % slower per flop
+    than on K = 1008 or 1040, ``bench/RESULTS.md``). All of ``fits`` when none is left, or
+    the target does not say its L1's ways."""
+    facts = getattr(getattr(space, "target", None), "facts", None)
+    ways = getattr(facts, "l1d_ways", 0)
+    if not ways:
+        return fits
+    strides = _row_strides(op, row, vector)
+    kept = [r for r in fits if all(_rows_per_l1_set(s, r, facts.l1d_set_span) < ways for s in strides)]
+    return kept or fits
+
+
+def _row_strides(op, row: int, vector: int) -> list[int]:
+    """Bytes between consecutive rows of each input ``op`` reads at its ``row`` axis as a
+    plain index and not along its ``vector`` axis (the inputs a register tile broadcasts
+    one value per row from: matmul's A)."""
+    row_var, vector_var = op.axis[row].var, op.axis[vector].var
+    strides = []
+    for read in post_order(op.body):
+        if not isinstance(read, TensorRead) or any(vector_var in free_vars(i) for i in read.indices):
+            continue
+        for dim, index in enumerate(read.indices):
+            if index is row_var:
+                strides.append(math.prod(read.tensor.shape[dim + 1:]) * dtypes.nbytes(read.tensor.dtype))
+    return strides
+
+
+#: Bytes of a cache line.
+LINE_BYTES = 64
+
+
+def _rows_per_l1_set(stride: int, rows: int, set_span: int) -> int:
+    """The most of ``rows`` rows ``stride`` bytes apart whose first lines share one L1 set
+    (sets repeat every ``set_span`` bytes). Rows not a whole number of lines apart start at
+    drifting offsets and spread over the sets: 1."""
+    if stride % LINE_BYTES:
+        return 1
+    sets = max(1, set_span // LINE_BYTES)
+    distinct = sets // math.gcd(stride // LINE_BYTES, sets)
+    return -(-rows // distinct)
 
 
 def _few_rows(op, vector: int) -> bool:

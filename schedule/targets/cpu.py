@@ -30,6 +30,8 @@ CPUINFO = "/proc/cpuinfo"
 CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 #: Cache sizes assumed where sysfs does not say (typical of a recent x86 server core).
 FALLBACK_CACHES = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
+#: The L1 data cache's associativity where sysfs does not say (8: Zen 2-4, Skylake).
+FALLBACK_L1D_WAYS = 8
 
 #: ISA name -> (vector bits, compiler flags of its preset), most capable first. ``detect``
 #: picks the first whose cpuinfo flags are all present.
@@ -75,6 +77,14 @@ class CpuFacts:
     l3_bytes: int
     isa_flags: tuple[str, ...]  # compiler flags selecting the ISA, e.g. ("-march=native",)
     model: str = ""            # the CPU's model name
+    l1d_ways: int = FALLBACK_L1D_WAYS  # the L1 data cache's associativity
+
+    @property
+    def l1d_set_span(self) -> int:
+        """Bytes after which addresses map to the same L1 set again (size / ways: 4 KiB on
+        x86 cores of 32 KiB 8-way or 48 KiB 12-way): rows of a matrix this many bytes apart
+        compete for the same ``l1d_ways`` lines."""
+        return max(64, self.l1d_bytes // max(1, self.l1d_ways))
 
     is_gpu: ClassVar[bool] = False
 
@@ -132,6 +142,26 @@ def read_caches(cache_dir: str = CACHE_DIR) -> dict[str, int]:
     return {name: found.get(name, default) for name, default in FALLBACK_CACHES.items()}
 
 
+def read_l1d_ways(cache_dir: str = CACHE_DIR) -> int:
+    """The L1 data cache's associativity from sysfs ``index*/ways_of_associativity``;
+    ``FALLBACK_L1D_WAYS`` where absent."""
+    try:
+        entries = sorted(os.listdir(cache_dir))
+    except OSError:
+        return FALLBACK_L1D_WAYS
+    for entry in entries:
+        path = os.path.join(cache_dir, entry)
+        try:
+            level = open(os.path.join(path, "level")).read().strip()
+            kind = open(os.path.join(path, "type")).read().strip()
+            ways = int(open(os.path.join(path, "ways_of_associativity")).read().strip())
+        except (OSError, ValueError):
+            continue
+        if level == "1" and kind != "Instruction" and ways > 0:
+            return ways
+    return FALLBACK_L1D_WAYS
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -150,12 +180,15 @@ def bare_model_name(model: str) -> str:
 
 
 def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None = None,
-                     cores: int | None = None) -> CpuFacts:
+                     cores: int | None = None, l1d_ways: int | None = None) -> CpuFacts:
     """The facts of the CPU described by ``cpuinfo`` (text of /proc/cpuinfo; None: read it).
 
-    ``caches`` ({"l1d", "l2", "l3"} -> bytes; None: read sysfs) and ``cores`` (None: this
-    process's CPU affinity) are taken as given, so a test can describe any machine.
+    ``caches`` ({"l1d", "l2", "l3"} -> bytes; None: read sysfs), ``cores`` (None: this
+    process's CPU affinity) and ``l1d_ways`` (None: sysfs's where ``caches`` is read there,
+    else ``FALLBACK_L1D_WAYS``) are taken as given, so a test can describe any machine.
     """
+    if l1d_ways is None:
+        l1d_ways = read_l1d_ways() if caches is None else FALLBACK_L1D_WAYS
     if cpuinfo is None:
         try:
             with open(CPUINFO) as f:
@@ -171,7 +204,7 @@ def detect_cpu_facts(cpuinfo: str | None = None, caches: dict[str, int] | None =
         model = f"{model}{FAMILY_MARK}{family}, model {number})"
     return CpuFacts(isa=isa, vector_bits=bits, cores=cores or usable_cores(), l1d_bytes=caches["l1d"],
                     l2_bytes=caches["l2"], l3_bytes=caches["l3"], isa_flags=native_flags(isa, bits, frozenset(flags)),
-                    model=model)
+                    model=model, l1d_ways=l1d_ways)
 
 
 @functools.lru_cache(maxsize=1)

@@ -269,3 +269,19 @@ def test_each_package_keeps_one_part_per_kind_and_names_what_is_missing():
             targets.parts_for("bare_test_kind")
     finally:
         base._KINDS.pop("bare_test_kind")
+
+
+def test_l1_ways_come_from_sysfs_and_set_where_rows_collide(tmp_path):
+    from schedule.targets.cpu import FALLBACK_L1D_WAYS, read_l1d_ways
+
+    for name, (level, kind, ways) in {"index0": ("1", "Data", "12"), "index1": ("1", "Instruction", "8"),
+                                      "index2": ("2", "Unified", "16")}.items():
+        entry = tmp_path / name
+        entry.mkdir()
+        for field, value in (("level", level), ("type", kind), ("ways_of_associativity", ways)):
+            (entry / field).write_text(value + "\n")
+    assert read_l1d_ways(str(tmp_path)) == 12
+    assert read_l1d_ways(str(tmp_path / "absent")) == FALLBACK_L1D_WAYS
+    facts = detect_cpu_facts(CPUINFO_AVX512, caches=CACHES, cores=2, l1d_ways=12)
+    assert (facts.l1d_ways, facts.l1d_set_span) == (12, 4096)  # 48 KiB in 12 ways
+    assert detect_cpu_facts(CPUINFO_AVX2, caches={}, cores=2).l1d_ways == FALLBACK_L1D_WAYS

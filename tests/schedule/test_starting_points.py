@@ -12,13 +12,18 @@ from autotune.cost_model import XGBCostModel
 from autotune.task import Task
 from autotune.tuners import GATuner, RandomTuner, SearchOptions, XGBTuner
 from schedule.space import ConfigSpace
+from schedule.targets import parse_target
 from schedule.starting_points import LIMIT
 
 from sched_helpers import check
 from test_space import CASES, _check_sampled
 
 
-def _space(target: str, name: str = "matmul", **params) -> ConfigSpace:
+def _space(target: str, name: str = "matmul", l1d: tuple[int, int] = (48 * 1024, 64), **params) -> ConfigSpace:
+    """The space on ``target`` with an L1 of ``l1d`` (bytes, ways); by default one whose
+    ways hold every register tile's rows, so the register file alone sizes the tiles (the
+    L1's share has a test of its own)."""
+    target = parse_target(target).with_facts(l1d_bytes=l1d[0], l1d_ways=l1d[1])
     return ConfigSpace.from_workload(te.create_workload(name, **(params or dict(M=1024, N=1024, K=1024))), target)
 
 
@@ -74,6 +79,23 @@ def test_points_follow_the_space_candidates_on_odd_shapes_and_epilogues():
     space = _space("cpu:avx512", M=127, N=1023, K=511)
     assert {space.decisions(c)["C"].pack for c in space.starting_points(random.Random(0))} \
         == {"panels:B", "block-panels:B", "B"}
+
+
+@pytest.mark.parametrize("l1d,rows_1024", [((48 * 1024, 12), 11), ((32 * 1024, 8), 7)],
+                         ids=["48KiB-12way", "32KiB-8way"])
+def test_rows_of_a_that_share_an_l1_set_stay_within_its_ways(l1d, rows_1024):
+    """With K = 1024 floats the rows of A lie 4 KiB apart, all in one L1 set: the points take
+    fewer rows than the set has ways. K = 1000 spreads them over the sets (14 rows), and
+    K = 512 puts them in two sets (7 of 14 rows in each)."""
+    def widest_rows(**shape):
+        space = _space("cpu:avx512", l1d=l1d, **shape)
+        tiles = [[t[2] for t in space.decisions(c)["C"].tiles] for c in space.starting_points(random.Random(0))]
+        widest = max(width for _, width in tiles)
+        return {r for r, width in tiles if width == widest}
+
+    assert widest_rows(M=1024, N=1024, K=1024) == {rows_1024}
+    assert widest_rows(M=1000, N=1000, K=1000) == {14}
+    assert widest_rows(M=1024, N=1024, K=512) == {14}
 
 
 @pytest.mark.parametrize("target", ["cpu:avx2", "cpu:avx512"])
