@@ -260,7 +260,7 @@ class ConfigSpace(SearchSpace):
                         f"with a stride; only from its panels (pack = panels:/prepacked:)")
             if d.per_register_tile and d.local_pack is not None:
                 return (f"{name}: computed per register tile (at = {AT_REGISTER}), it has no cache block step "
-                        f"to pack {d.local_pack or d.panel_pack} for (pack = {d.pack})")
+                        f"to pack {d.local_pack} for (pack = {d.pack})")
             local = _prod(t[2] if d.per_register_tile else t[1] * t[2] * (t[0] if d.at == AT_OUTER else 1)
                           for t in tiles)
             if local * nbytes > MAX_LOCAL_BYTES and not d.attached:  # attached: a region-sized buffer
@@ -827,25 +827,19 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile, d.panels_at_build_time, d.vector_index)
     # The owner: a (outer, parallel) / b (cache block) / c (what one local tile covers) per
     # spatial axis; computed per register tile, c is one register tile, inside the S2 loops.
-    if d.per_register_tile:
-        levels = [_split_levels(owner, iv, [t[0], t[1], t[2]]) for iv, t in zip(owner.op.axis, tiles)]
-        a_axes, b_axes, s2_axes, c_axes = ([lv[n] for lv in levels] for n in range(4))
-        owner.reorder(*a_axes, *b_axes, *s2_axes, *c_axes)
-        at = s2_axes[-1]
-        vector_width = tiles[-1][2]
-    else:
-        levels = [_split_levels(owner, iv, [t[0], t[1] * t[2]]) for iv, t in zip(owner.op.axis, tiles)]
-        a_axes, b_axes, c_axes = ([lv[n] for lv in levels] for n in range(3))
-        owner.reorder(*a_axes, *b_axes, *c_axes)
-        at = None if d.at == AT_OUTER else b_axes[-1]
-        vector_width = tiles[-1][1] * tiles[-1][2]
-    if vector_width > 1:
+    inner = [[t[0], t[1], t[2]] if d.per_register_tile else [t[0], t[1] * t[2]] for t in tiles]
+    split = [_split_levels(owner, iv, sizes) for iv, sizes in zip(owner.op.axis, inner)]
+    by_level = [[loops[n] for loops in split] for n in range(len(split[0]))]  # a, b, (S2,) c
+    owner.reorder(*(loop for level in by_level for loop in level))
+    a_axes, b_axes, c_axes = by_level[0], by_level[1], by_level[-1]
+    if inner[-1][-1] > 1:
         owner.vectorize(c_axes[-1])
     a_after = _parallel_outer(owner, a_axes, d.parallel)
-    tiled.compute_at(owner, a_after[-1] if at is None else at)
+    # at the loop just outside c (the last b or S2 loop), or at the outer one
+    tiled.compute_at(owner, a_after[-1] if d.at == AT_OUTER else by_level[-2][-1])
     if d.per_register_tile and d.panels_per_block:  # the block's panels, at the owner's cache block loop
         _pack_panels(s, tiled, d.panel_pack, d.vector_tile, at_build_time=False, axis=d.vector_index,
-                     at=b_axes[-1], at_stage=owner)
+                     at=(owner, b_axes[-1]))
     reduce_outer = _tile_region(s, tiled, d, levels=3 if d.at == AT_OUTER else 1 if d.per_register_tile else 2)
     # where a stage attached at each level goes: the a-level loop over each axis, then the
     # loop over the outer reduction tile (``reduction_level``)
@@ -881,16 +875,12 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> lis
     tiles = d.tiles
     s1, s2, s3 = [], [], []
     for iv, t in zip(tiled.op.axis, tiles):
-        if levels == 3:
-            x1, x2, x3 = _split_levels(tiled, iv, [t[1], t[2]])
-            s1.append(x1)
-            s2.append(x2)
-        elif levels == 2:
-            x2, x3 = _split_levels(tiled, iv, [t[2]])
-            s2.append(x2)
-        else:
-            x3 = iv
-        s3.append(x3)
+        loops = _split_levels(tiled, iv, [t[1], t[2]][3 - levels:])  # S1, S2, S3: the last ``levels``
+        s3.append(loops[-1])
+        if levels > 1:
+            s2.append(loops[-2])
+        if levels > 2:
+            s1.append(loops[0])
     r0, r1 = [], []
     for iv, rt in zip(tiled.op.reduce_axis, d.reduce_tiles):
         x0, x1 = tiled.split(iv, factor=rt[0])
@@ -901,7 +891,7 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> lis
     tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
     if d.panels_per_block and levels > 1:  # one register tile: packed at the owner's block loop
-        _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v, at=r0[-1])
+        _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v, at=(tiled, r0[-1]))
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
     candidates = list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2))
@@ -953,17 +943,16 @@ MAX_PADDED_SHARE = 1 / 16
 
 
 def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool, axis: int = -1,
-                 at=None, at_stage=None) -> None:
+                 at=None) -> None:
     """Rewrite input ``tensor_name`` into panels as wide as the register tile (``tile``: the
     (b, S2, S3) tile of the vectorized axis), so the tiled stage's micro-kernel streams one
     contiguous panel as the reduction advances; the copy's rows are vectorized. By default
-    the copy runs before the tiled stage, in parallel over panels. ``at`` (a loop of
-    ``tiled``, its outer reduction loop): only the panels one iteration reads are packed,
-    right there (GotoBLAS: a block of panels packed where it is used, so it is read from
-    cache; bound inference narrows the panels to the block); ``at_stage`` (default
-    ``tiled``): the stage ``at`` is a loop of (the owner's cache block loop, for a stage
-    computed per register tile: the block's panels, the whole reduction long). ``at_build_time``: the panels
-    are packed once, outside the kernel (``Schedule.rewrite_layout``).
+    the copy runs before the tiled stage, in parallel over panels. ``at`` ((stage, loop):
+    ``tiled``'s outer reduction loop, or the owner's cache block loop for a stage computed
+    per register tile): only the panels one iteration reads are packed, right there
+    (GotoBLAS: a block of panels packed where it is used, so it is read from cache; bound
+    inference narrows the panels to the block). ``at_build_time``: the panels are packed
+    once, outside the kernel (``Schedule.rewrite_layout``).
 
     The panels are padded with zeros to whole outer blocks of the axis (b x S2 x S3
     elements), as BLAS libraries pad their packed panels: every register tile that starts
@@ -987,7 +976,7 @@ def _pack_panels(s: Schedule, tiled, tensor_name: str, tile, at_build_time: bool
     stage = s[packed]
     outer, *middle, inner = stage.op.axis
     if at is not None:
-        stage.compute_at(tiled if at_stage is None else at_stage, at)
+        stage.compute_at(*at)
     else:
         stage.parallel(stage.fuse(outer, middle[0]) if outer.extent < 64 and middle else outer)
     stage.vectorize(inner)

@@ -234,6 +234,7 @@ def _shapes_along(space, op, cands: dict, vector: str):
         packs = [panel]
     if few_rows and not one_row and op.axis[row].extent <= ONE_BLOCK_ROWS:
         blocks = (blocks[0], (ALL_ROWS, *blocks[1]), blocks[2])
+    row_strides = _row_strides(op, row, v) if row is not None else []
     for width_vectors, reduce_block, row_block, column_block, pack in itertools.product((2, 1), *blocks, packs):
         width = _largest(_s3_values(tile_cands[axes[v]]), lanes * width_vectors)
         if width is None:
@@ -242,7 +243,7 @@ def _shapes_along(space, op, cands: dict, vector: str):
         if row is not None:
             fits = [r for r in _s3_values(tile_cands[axes[row]])
                     if space.registers.vectors_needed([r, width], nbytes) <= space.registers.count]
-            rows = _most_rows(_within_l1_ways(space, op, row, v, fits), op.axis[row].extent)
+            rows = _most_rows(_within_l1_ways(space, row_strides, fits), op.axis[row].extent)
         inner = {axes[v]: (width, column_block)}
         if row is not None:
             # about row_block tiles a block, made equal across the blocks: 22 tiles in blocks
@@ -285,19 +286,19 @@ def _per_register_tile_too(shape: dict, reduce_block: int, cands: dict, few_rows
                  or (pack.startswith(PACK_PANELS) and not few_rows)))
 
 
-def _within_l1_ways(space, op, row: int, vector: int, fits: list[int]) -> list[int]:
+def _within_l1_ways(space, row_strides: list[int], fits: list[int]) -> list[int]:
     """The row counts of ``fits`` whose rows of each input the register tile broadcasts
-    from take fewer lines of one L1 set than the set has ways (one left for the streamed
-    panel): with K = 1024 floats, matmul's rows of A lie 4 KiB apart, all in one set of a
-    48 KiB 12-way L1, and a 14-row tile then evicts its own rows (8-13 % slower per flop
-    than on K = 1008 or 1040, ``bench/RESULTS.md``). All of ``fits`` when none is left, or
-    the target does not say its L1's ways."""
+    from (``row_strides`` bytes apart, ``_row_strides``) take fewer lines of one L1 set than
+    the set has ways (one left for the streamed panel): with K = 1024 floats, matmul's
+    rows of A lie 4 KiB apart, all in one set of a 48 KiB 12-way L1, and a 14-row tile then
+    evicts its own rows (8-13 % slower per flop than on K = 1008 or 1040,
+    ``bench/RESULTS.md``). All of ``fits`` when none is left, or the target does not say
+    its L1's ways."""
     facts = getattr(getattr(space, "target", None), "facts", None)
     ways = getattr(facts, "l1d_ways", 0)
     if not ways:
         return fits
-    strides = _row_strides(op, row, vector)
-    kept = [r for r in fits if all(_rows_per_l1_set(s, r, facts.l1d_set_span) < ways for s in strides)]
+    kept = [r for r in fits if all(_rows_per_l1_set(s, r, facts.l1d_set_span) < ways for s in row_strides)]
     return kept or fits
 
 

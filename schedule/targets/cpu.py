@@ -119,22 +119,32 @@ def _size_bytes(text: str) -> int:
     return int(text.rstrip("KMG") or 0) * mult
 
 
-def read_caches(cache_dir: str = CACHE_DIR) -> dict[str, int]:
-    """{"l1d", "l2", "l3"} -> bytes from sysfs ``index*/{level,type,size}``; fallbacks where absent."""
-    found: dict[str, int] = {}
+def _sysfs_caches(cache_dir: str):
+    """(level, type, directory) of each cache sysfs lists under ``cache_dir`` (none where it
+    cannot be read)."""
     try:
         entries = sorted(os.listdir(cache_dir))
     except OSError:
-        entries = []
+        return
     for entry in entries:
         path = os.path.join(cache_dir, entry)
         try:
             level = open(os.path.join(path, "level")).read().strip()
             kind = open(os.path.join(path, "type")).read().strip()
+        except OSError:
+            continue
+        yield level, kind, path
+
+
+def read_caches(cache_dir: str = CACHE_DIR) -> dict[str, int]:
+    """{"l1d", "l2", "l3"} -> bytes from sysfs ``index*/{level,type,size}``; fallbacks where absent."""
+    found: dict[str, int] = {}
+    for level, kind, path in _sysfs_caches(cache_dir):
+        if kind == "Instruction":
+            continue
+        try:
             size = _size_bytes(open(os.path.join(path, "size")).read())
         except (OSError, ValueError):
-            continue
-        if kind == "Instruction":
             continue
         name = "l1d" if level == "1" else f"l{level}"
         if name in FALLBACK_CACHES and size:
@@ -145,19 +155,14 @@ def read_caches(cache_dir: str = CACHE_DIR) -> dict[str, int]:
 def read_l1d_ways(cache_dir: str = CACHE_DIR) -> int:
     """The L1 data cache's associativity from sysfs ``index*/ways_of_associativity``;
     ``FALLBACK_L1D_WAYS`` where absent."""
-    try:
-        entries = sorted(os.listdir(cache_dir))
-    except OSError:
-        return FALLBACK_L1D_WAYS
-    for entry in entries:
-        path = os.path.join(cache_dir, entry)
+    for level, kind, path in _sysfs_caches(cache_dir):
+        if level != "1" or kind == "Instruction":
+            continue
         try:
-            level = open(os.path.join(path, "level")).read().strip()
-            kind = open(os.path.join(path, "type")).read().strip()
             ways = int(open(os.path.join(path, "ways_of_associativity")).read().strip())
         except (OSError, ValueError):
             continue
-        if level == "1" and kind != "Instruction" and ways > 0:
+        if ways > 0:
             return ways
     return FALLBACK_L1D_WAYS
 
