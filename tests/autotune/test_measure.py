@@ -119,7 +119,9 @@ def test_tuning_run_continues_past_every_failure_and_stores_it(task, tmp_path):
     first = list(schedules.values())
     hows = ["segfault", "hang", "wrong", "no_compile"]
     builder = SabotagingBuilder(dict(zip(first, hows)), n_workers=2)
-    with Database(tmp_path / "t.db") as db, LocalRunner(timeout=2.0, options=FAST) as runner:
+    # 6 s: the hang costs its whole timeout, and a healthy 32^3 kernel's measurement took
+    # over 2 s twice in CI on a loaded 2-core host (its OpenMP threads waiting for a core)
+    with Database(tmp_path / "t.db") as db, LocalRunner(timeout=6.0, options=FAST) as runner:
         result = tune(task, trials=10, tuner="grid", db=db, batch_size=5, builder=builder, runner=runner)
         statuses = [t.result.status for t in result.history]
         assert statuses == [Status.RUNTIME_ERROR, Status.TIMEOUT, Status.WRONG_ANSWER, Status.COMPILE_ERROR] + [Status.OK] * 6
