@@ -48,7 +48,7 @@ import numpy as np
 
 from te import dtypes
 
-from .timing_protocol import CacheFlusher, Rounds, fastest_round, quiet_threads_env
+from .timing_protocol import Rounds, anchor_with_flush, fastest_round, quiet_threads_env
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Set in the environment of the restarted process so that a failed clean-up cannot loop.
@@ -640,10 +640,12 @@ class NumpyAnchor:
     def measure(self, task, timing=None) -> AnchorFigure | str:
         """The figure, measured like a candidate (``timing``: a ``runner.TimingOptions``,
         default the runner's), or why there is none (the op has no fair NumPy equivalent)."""
-        fn, why = numpy_equivalent(task)
-        if fn is None:
+        why = _why_no_numpy_anchor(task.workload_name, task.params)
+        if why:
             return why
-        rounds = fastest_round(fn, _timing(timing), flush=CacheFlusher())
+        inputs = task.workload.random_inputs(seed=0)
+        fn, flush = anchor_with_flush(numpy_equivalent_on(task.workload, inputs), inputs)
+        rounds = fastest_round(fn, _timing(timing), flush=flush)
         return figure_from_rounds(self.label(task), task, rounds, describe_blas())
 
 

@@ -33,7 +33,6 @@ asks for several rounds of the same kernel and keeps the fastest (see ``runner``
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import statistics
 import time
@@ -43,7 +42,7 @@ import numpy as np
 
 from tuning_db.records import Status
 
-from .timing_protocol import CacheFlusher, time_round
+from .timing_protocol import anchor_with_flush, evicting_flush, time_round
 
 
 class Workspace:
@@ -62,11 +61,6 @@ class Workspace:
         self.references = wl.reference(*self.inputs)
         self.checks = reference_checks(wl.outputs, self.references)
         self.outputs = [np.empty(r.shape, dtype=r.dtype) for r in self.references]
-
-    @functools.cached_property
-    def flush(self) -> CacheFlusher:
-        """The CPU cache flusher (made when first timed with: a buffer larger than the LLC)."""
-        return CacheFlusher()
 
     def mismatch(self, outputs) -> str | None:
         """How host ``outputs`` differ from the references, the first that does (None: they match)."""
@@ -119,7 +113,7 @@ def _run(ws: Workspace, artifact: str, function: str, options: dict):
         # The verifying call is the round's warm-up; one too slow to win ends the round.
         return Status.OK, time_round(fn, ptrs, min_repeats=options["min_repeats"],
                                      max_repeats=options["max_repeats"], min_time=options["min_time"],
-                                     flush=ws.flush, best_cost=options.get("best_cost"),
+                                     flush=evicting_flush(arrays), best_cost=options.get("best_cost"),
                                      slow_factor=options["slow_factor"], warmed_up=first)
     finally:
         _dlclose(lib)
@@ -147,12 +141,13 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
         def start_round(round_: int) -> None:
             inputs, outputs = (placed_copies(ws.inputs, rng), placed_copies(ws.outputs, rng))
             now.update(inputs=inputs, outputs=outputs,
-                       anchor=numpy_equivalent_on(ws.workload, inputs) if has_anchor else None)
+                       anchor=anchor_with_flush(numpy_equivalent_on(ws.workload, inputs), inputs)
+                       if has_anchor else None)  # (the anchor's call, its flush)
 
-        def one_round(fn, args) -> float:
+        def one_round(fn, args, flush) -> float:
             return statistics.median(time_round(fn, args, min_repeats=options["min_repeats"],
                                                 max_repeats=options["max_repeats"], min_time=options["min_time"],
-                                                flush=ws.flush))
+                                                flush=flush))
 
         def time_candidate(i: int) -> float:
             # Its inputs packed at build time are packed now, outside the timing, and dropped
@@ -165,9 +160,9 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
                 if problem is not None:
                     raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
                 verified.add(i)
-            return one_round(kernels[i], pointers)
+            return one_round(kernels[i], pointers, evicting_flush(arrays))
 
-        time_anchor = (lambda: one_round(now["anchor"], ())) if has_anchor else None
+        time_anchor = (lambda: one_round(now["anchor"][0], (), now["anchor"][1])) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
                                              pause=options["pause"], settle=options["settle"],
                                              start_round=start_round, **until_precise(options))

@@ -1,8 +1,9 @@
 """The timing protocol shared by candidates and anchors, so their figures compare.
 
 One round: a warm-up call, then repeats until both ``min_repeats`` and ``min_time``
-are reached (at most ``max_repeats``); each repeat flushes the caches first and is
-long enough (several calls) to sit well above the clock's resolution. A round's cost
+are reached (at most ``max_repeats``); each repeat starts with the arrays the kernel
+reads and writes evicted from the caches (``evicting_flush``) and is long enough (several
+calls) to sit well above the clock's resolution. A round's cost
 is the median of its repeats; of several rounds, seconds apart, the fastest is kept:
 noise on a shared machine only ever slows a kernel down (see ``autotune.runner``).
 
@@ -12,10 +13,11 @@ its rounds in one go with ``fastest_round``, pausing between them.
 """
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -71,8 +73,49 @@ def time_round(fn: Callable, args: tuple, *, min_repeats: int, max_repeats: int,
     return costs
 
 
+def evicting_flush(arrays: Sequence[np.ndarray]) -> Callable[[], None]:
+    """The flush before each repeat of a kernel that reads and writes ``arrays``: those arrays
+    evicted from every cache level (``backends.cache_eviction``), so the repeat reads them
+    from memory; where eviction is unavailable, a buffer larger than the last-level cache
+    written (``CacheFlusher``, one per process)."""
+    from backends.cache_eviction import evict, eviction_available
+
+    if not eviction_available():
+        return _shared_cache_flusher()
+    arrays = list(arrays)
+    return lambda: evict(arrays)
+
+
+def anchor_with_flush(fn: Callable[[], object], inputs: Sequence[np.ndarray]
+                      ) -> tuple[Callable[[], None], Callable[[], None]]:
+    """An anchor (``fn()``: a library's version of the workload on ``inputs``) made ready for
+    ``time_round``: ``fn`` wrapped to keep what its last call returned (its output array, or
+    a list of them), and the flush that evicts ``inputs`` and that output before each repeat,
+    as a candidate's inputs and outputs are (``evicting_flush``). Buffers the anchor keeps
+    for its intermediate steps stay cached, like a candidate's scratch buffers."""
+    last: list[np.ndarray] = []
+
+    def call() -> None:
+        result = fn()
+        last[:] = [a for a in (result if isinstance(result, (list, tuple)) else [result])
+                   if isinstance(a, np.ndarray)]
+
+    from backends.cache_eviction import evict, eviction_available
+
+    if not eviction_available():
+        return call, _shared_cache_flusher()
+    inputs = list(inputs)
+    return call, lambda: evict([*inputs, *last])
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_cache_flusher() -> "CacheFlusher":
+    return CacheFlusher()
+
+
 class CacheFlusher:
-    """Writes a buffer larger than the last-level cache, so a repeat starts with cold caches."""
+    """Writes a buffer larger than the last-level cache, so a repeat starts with cold caches:
+    the flush where the arrays cannot be evicted one by one (``evicting_flush``)."""
 
     def __init__(self, cache_bytes: int | None = None):
         if cache_bytes is None:

@@ -12,7 +12,7 @@ A kernel cannot finish before both of its floors:
   times the last-level cache; reading is the faster direction, so the floor is low).
 
 NumPy (its OpenBLAS, the overrides unset, the kernel printed) is timed with the anchor's
-protocol (``timing_protocol.time_round``: the caches flushed before every repeat, the
+protocol (``timing_protocol.time_round``: the kernel's arrays evicted from the caches before every repeat, the
 median of a round, the fastest of ``--rounds`` rounds). The ceiling is NumPy's seconds over
 the larger floor: a goal above it cannot be met on this machine by any kernel, ours or
 another library's. The table prints each goal beside its ceiling.
@@ -65,7 +65,7 @@ def stream_bandwidth(facts, rounds: int) -> float:
     compiled with the target's own flags so it vectorizes as the kernels do."""
     import numpy as np
 
-    from autotune.timing_protocol import CacheFlusher
+    from autotune.timing_protocol import evicting_flush
     from backends.cpu import cflags, compile_source
     from schedule.targets.cpu import read_caches
 
@@ -73,7 +73,7 @@ def stream_bandwidth(facts, rounds: int) -> float:
     lib.stream_read.argtypes = (ctypes.c_void_p, ctypes.c_int64)
     lib.stream_read.restype = ctypes.c_float
     buffer = np.ones(max(4 * max(read_caches().values()), 64 << 20) // 4, dtype=np.float32)
-    flush = CacheFlusher()
+    flush = evicting_flush([buffer])
     medians = []
     for _ in range(rounds):
         seconds = []
@@ -90,11 +90,12 @@ def numpy_seconds(task, rounds: int) -> float:
     """NumPy's equivalent of ``task`` with the anchor's protocol: the fastest round's median."""
     from autotune.anchor import numpy_equivalent_on
     from autotune.runner import TimingOptions
-    from autotune.timing_protocol import CacheFlusher, fastest_round
+    from autotune.timing_protocol import anchor_with_flush, fastest_round
 
-    anchor = numpy_equivalent_on(task.workload, task.workload.random_inputs(seed=0))
+    inputs = task.workload.random_inputs(seed=0)
+    anchor, flush = anchor_with_flush(numpy_equivalent_on(task.workload, inputs), inputs)
     timing = TimingOptions(rounds=rounds, min_repeats=15, min_time=0.3, max_repeats=1000)
-    return fastest_round(anchor, timing, flush=CacheFlusher()).fastest
+    return fastest_round(anchor, timing, flush=flush).fastest
 
 
 def compulsory_bytes(task) -> int:

@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 import schedule  # noqa: E402
 import te  # noqa: E402
-from autotune.timing_protocol import CacheFlusher  # noqa: E402
+from autotune.timing_protocol import evicting_flush  # noqa: E402
 from backends import cpu  # noqa: E402
 from schedule.passes.promote_accumulators import _Promote  # noqa: E402
 from schedule.space import ConfigSpace  # noqa: E402
@@ -102,7 +102,6 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     variants = [("guarded", False, False, True), ("+ versioned", True, False, True),
                 ("+ overhang", True, True, True), ("int32 indices", True, True, False)]
-    flush = CacheFlusher()
     for m, n, k in args.shape or [(1000, 1000, 1000), (1024, 1000, 1024)]:
         wl = te.create_workload("matmul", M=m, N=n, K=k)
         space = ConfigSpace.from_workload(wl)
@@ -116,7 +115,7 @@ def main() -> None:
             np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-3, atol=1e-2 * np.sqrt(k))
         pointers = [x.ctypes.data for x in (a, b, c)]
         calls = [lambda mod=mod: mod.call_unchecked(pointers) for mod in modules] + [lambda: np.matmul(a, b, out=c)]
-        rounds = anchor.alternating_medians(calls, args.rounds, flush)
+        rounds = anchor.alternating_medians(calls, args.rounds, evicting_flush([a, b, c]))
         gflops = [2.0 * m * n * k / statistics.median(r) / 1e9 for r in rounds]
         tile = "x".join(str(t.sizes[-1]) for t in next(iter(space.decisions(config))).tiles)
         print(f"| {m}x{n}x{k} | {tile} | " + " | ".join(f"{g:.1f}" for g in gflops) + " |", flush=True)

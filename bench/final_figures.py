@@ -109,7 +109,8 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
                      min_time: float = 0.3) -> tuple[list[list[float]], list[float]]:
     """Each of ``kernels`` (built for ``task``, checked here against its reference) and
     NumPy's equivalent timed alternately: (per kernel, its seconds in each round; NumPy's).
-    Each round's figure is the median of its cache-flushed repeats, and the arrays are
+    Each round's figure is the median of its repeats, each after the arrays it reads and
+    writes were evicted from the caches, and the arrays are
     placed anew for every round (the first round uses them where NumPy allocated them):
     the final timing's protocol (``interleaved_rounds``, extended as the confirmation is:
     ``until_precise``), with no pause between rounds."""
@@ -117,7 +118,7 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
 
     from autotune.anchor import numpy_equivalent_on
     from autotune.final_timing import FinalTimingOptions, interleaved_rounds, placed_copies, until_precise
-    from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
+    from autotune.timing_protocol import SETTLE_S, anchor_with_flush, evicting_flush, time_round
     from autotune.verify import mismatch, reduction_length
 
     inputs = task.workload.random_inputs(seed=0)
@@ -127,7 +128,6 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
         kernel(*inputs, c)
         problem = mismatch(c, reference, reduction_length(task.workload.outputs))
         assert problem is None, f"{kernel.config} computes a wrong result: {problem}"
-    flush = CacheFlusher()
     rng = random.Random(1)
     now: dict = {}
 
@@ -138,14 +138,18 @@ def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15
         prepared = [kernel.prepare(arrays) for kernel in kernels]
         now.update(arrays=arrays, prepared=prepared,  # alive while the kernels have their raw pointers
                    pointers=[[x.ctypes.data for x in p] for p in prepared],  # kernel()'s checks cost microseconds
-                   anchor=numpy_equivalent_on(task.workload, arrays[:-1]))
+                   flushes=[evicting_flush(p) for p in prepared],
+                   anchor=anchor_with_flush(numpy_equivalent_on(task.workload, arrays[:-1]), arrays[:-1]))
 
-    def one_round(fn) -> float:
+    def one_round(fn, flush) -> float:
         return statistics.median(time_round(fn, (), min_repeats=min_repeats, max_repeats=1000, min_time=min_time,
                                             flush=flush))
 
-    times = interleaved_rounds(len(kernels), lambda i: one_round(lambda: kernels[i].call_unchecked(now["pointers"][i])),
-                               lambda: one_round(now["anchor"]), rounds, settle=SETTLE_S, start_round=start_round,
+    def time_kernel(i: int) -> float:
+        return one_round(lambda: kernels[i].call_unchecked(now["pointers"][i]), now["flushes"][i])
+
+    times = interleaved_rounds(len(kernels), time_kernel, lambda: one_round(*now["anchor"]), rounds,
+                               settle=SETTLE_S, start_round=start_round,
                                **until_precise(vars(FinalTimingOptions(rounds=rounds))))
     if times.errors:
         raise SystemExit(f"re-timing failed: {times.errors[0]}")

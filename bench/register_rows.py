@@ -34,7 +34,7 @@ anchor.reexec_without_blas_overrides(quiet_threads=True)  # OpenBLAS idles its t
 import numpy as np  # noqa: E402
 
 import te  # noqa: E402
-from autotune.timing_protocol import CacheFlusher  # noqa: E402
+from autotune.timing_protocol import evicting_flush  # noqa: E402
 from autotune.verify import mismatch, reduction_length  # noqa: E402
 from backends import build  # noqa: E402
 from schedule.space import ConfigSpace  # noqa: E402
@@ -88,7 +88,7 @@ def main() -> None:
         modules.append(module)
     pointers = [x.ctypes.data for x in (a, b, c)]
     calls = [lambda mod=mod: mod.call_unchecked(pointers) for mod in modules] + [lambda: np.matmul(a, b, out=c)]
-    rounds = anchor.alternating_medians(calls, args.rounds, CacheFlusher())
+    rounds = anchor.alternating_medians(calls, args.rounds, evicting_flush([a, b, c]))
     flops = 2.0 * m * n * k
     numpy_s = statistics.median(rounds[-1])
     print(f"# matmul {m}x{n}x{k}, {args.rounds} rounds; NumPy: {anchor.blas_description()}")
