@@ -25,7 +25,8 @@ Timing protocol (CPU): inputs the kernel takes packed at build time (its shared 
 prepack table, ``backends.cpu.read_prepacks``: dense's weights in panels) are packed once,
 untimed, as a user packs them once; then one verification call on outputs prefilled with NaN (or a
 sentinel), compared with the reference; then one round of ``timing_protocol.time_round``
-(a warm-up, then cache-flushed repeats until ``min_repeats`` and ``min_time``), the
+(a warm-up, then repeats until ``min_repeats`` and ``min_time``, each after the kernel's
+arrays were evicted from the caches: ``timing_protocol.evicting_flush``), the
 protocol the anchors use too. A candidate already ``slow_factor`` times slower than the
 best so far stops after a call: it cannot win, and its one timing ranks it. The runner
 asks for several rounds of the same kernel and keeps the fastest (see ``runner``).
@@ -40,6 +41,7 @@ import traceback
 
 import numpy as np
 
+from backends.cache_eviction import prepare as prepare_eviction
 from tuning_db.records import Status
 
 from .timing_protocol import anchor_with_flush, evicting_flush, time_round
@@ -69,6 +71,16 @@ class Workspace:
             if problem is not None:
                 return problem
         return None
+
+
+class CpuWorkspace(Workspace):
+    """The CPU measuring process's workspace: it also builds the routine that evicts a
+    kernel's arrays before each timed repeat (``timing_protocol.evicting_flush``) while the
+    process sets up, so that no candidate's timeout pays for that compile."""
+
+    def __init__(self, workload_json: str, seed: int):
+        super().__init__(workload_json, seed)
+        prepare_eviction()
 
 
 def prefill(outputs: list[np.ndarray]) -> None:
@@ -242,4 +254,4 @@ def main(argv: list[str], **handlers) -> None:
 if __name__ == "__main__":
     import sys
 
-    main(sys.argv[1:])
+    main(sys.argv[1:], workspace_class=CpuWorkspace)

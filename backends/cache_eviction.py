@@ -2,6 +2,7 @@
 
     evict([a, b, c])         # the next access to any of them goes to memory
     eviction_available()     # False where no cache-line flush instruction is known
+    prepare()                # build the routine now (a measuring process, at setup)
 
 Why: every timed repeat should start with the kernel's data in memory, not left in the
 caches by the repeat before. Writing a buffer larger than the last-level cache does that
@@ -65,6 +66,16 @@ def _routine():
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     fn.restype = None
     return fn
+
+
+def prepare() -> bool:
+    """Build (or load) the routine now, where it is available, so that the first eviction
+    costs no compile: a measuring process calls it while it sets up, before any candidate's
+    timeout runs. Whether eviction is available."""
+    if eviction_available():
+        _routine()
+        return True
+    return False
 
 
 def evict(arrays: Iterable[np.ndarray]) -> None:
