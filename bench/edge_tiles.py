@@ -17,7 +17,7 @@ own decisions), lowered four ways:
 - ``int32 indices``: all of the above, printed with the 32-bit indices GPUs keep.
 
 Each variant is checked against NumPy, then all of them and NumPy are timed in
-alternating rounds (median of cache-flushed repeats per round, median over rounds).
+alternating rounds (median of repeats from evicted arrays per round, median over rounds).
 The first three variants switch the rules off by replacing the two private helpers
 that implement them, for this process only.
 """

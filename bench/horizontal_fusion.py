@@ -10,7 +10,7 @@ knob), and ``autotune dense -M M -N D -K D --bias`` tunes one projection alone: 
 separate kernel, called three times. Both get the same trials and seed. A fresh process
 then rebuilds both stored bests through ``apply_best``, checks them against the reference,
 and times them alternately with NumPy composed (three ``X @ W.T + b``): five rounds, each
-timing all three with at least 15 cache-flushed repeats, arrays placed anew every round,
+timing all three with at least 15 repeats from evicted arrays, arrays placed anew every round,
 weights packed once per round and untimed (as a user packs them once). The table prints
 the medians and the fused kernel's ratio over the three separate calls; the goal is 1.1x.
 """
@@ -49,7 +49,7 @@ def retime(m: int, d: int, fused_db: Path, separate_db: Path, rounds: int = 5) -
     import tuning_db
     from autotune.anchor import numpy_equivalent_on
     from autotune.final_timing import interleaved_rounds, placed_copies
-    from autotune.timing_protocol import SETTLE_S, CacheFlusher, time_round
+    from autotune.timing_protocol import SETTLE_S, anchor_with_flush, evicting_flush, time_round
     from autotune.verify import mismatch, reduction_length
 
     (fused_op, fused_params), (separate_op, separate_params) = workloads(m, d)
@@ -72,7 +72,6 @@ def retime(m: int, d: int, fused_db: Path, separate_db: Path, rounds: int = 5) -
         for out, ref in zip(got, references):
             problem = mismatch(out, ref, length)
             assert problem is None, f"the stored best ({name}) computes a wrong result: {problem}"
-    flush = CacheFlusher()
     rng = random.Random(1)
     now: dict = {}
 
@@ -82,19 +81,26 @@ def retime(m: int, d: int, fused_db: Path, separate_db: Path, rounds: int = 5) -
             arrays = placed_copies(arrays, rng)
         x, ws, bs, fo, so = arrays[0], arrays[1:4], arrays[4:7], arrays[7:10], arrays[10:13]
         prepared = [fused.prepare([x, *ws, *bs, *fo])] + [separate.prepare([x, w, b, o]) for w, b, o in zip(ws, bs, so)]
+        # Each repeat starts with what it reads and writes evicted from the caches.
         now.update(arrays=arrays, prepared=prepared,  # alive while the kernels hold their raw pointers
                    pointers=[[a.ctypes.data for a in p] for p in prepared],
-                   numpy=numpy_equivalent_on(fused_task.workload, [x, *ws, *bs]))
+                   fused_flush=evicting_flush(prepared[0]),
+                   separate_flush=evicting_flush([a for p in prepared[1:] for a in p]),
+                   numpy=anchor_with_flush(numpy_equivalent_on(fused_task.workload, [x, *ws, *bs]), [x, *ws, *bs]))
 
-    def one_round(fn) -> float:
+    def one_round(fn, flush) -> float:
         return statistics.median(time_round(fn, (), min_repeats=15, max_repeats=1000, min_time=0.3, flush=flush))
 
     def three_calls() -> None:
         for pointers in now["pointers"][1:]:
             separate.call_unchecked(pointers)
 
-    candidates = [lambda: fused.call_unchecked(now["pointers"][0]), lambda: now["numpy"]()]
-    times = interleaved_rounds(2, lambda i: one_round(candidates[i]), lambda: one_round(three_calls), rounds,
+    def time_candidate(i: int) -> float:
+        if i == 0:
+            return one_round(lambda: fused.call_unchecked(now["pointers"][0]), now["fused_flush"])
+        return one_round(*now["numpy"])
+
+    times = interleaved_rounds(2, time_candidate, lambda: one_round(three_calls, now["separate_flush"]), rounds,
                                settle=SETTLE_S, start_round=start_round)
     if times.errors:
         raise SystemExit(f"re-timing failed: {times.errors}")
