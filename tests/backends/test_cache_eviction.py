@@ -3,6 +3,8 @@ the data survive it, and the timing protocol's flushes built on it (candidates a
 
 Whether lines really leave the caches can only be seen in timings, which no test reads; the
 benchmark that compares the two flushes is in ``bench/RESULTS.md``."""
+import time
+
 import numpy as np
 import pytest
 
@@ -99,3 +101,22 @@ def test_without_eviction_the_flush_is_the_shared_cache_flusher(monkeypatch):
         assert first is second and made == [1]               # one big buffer per process
     finally:
         timing_protocol._shared_cache_flusher.cache_clear()
+
+
+@needs_x86
+def test_the_cpu_measuring_process_builds_the_routine_while_it_sets_up(tmp_path, monkeypatch):
+    """Built at setup, so no candidate's timeout pays for the compile: present, and older than
+    this process's first look for it, once the measuring process is ready and before any
+    candidate was sent."""
+    from autotune import Task
+    from autotune.runner import LocalRunner
+    from backends.cpu import compile_source
+
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))  # the measuring process inherits it
+    task = Task("matmul", dict(M=8, N=8, K=8))
+    with LocalRunner(timeout=10.0) as runner:
+        runner._ensure(task)  # the setup message only
+        ready = time.time()
+        built = compile_source(cache_eviction.EVICT_SOURCE)  # found, or compiled now
+    assert built.parent.parent == tmp_path
+    assert built.stat().st_mtime <= ready
