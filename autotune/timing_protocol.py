@@ -93,14 +93,14 @@ def anchor_with_flush(fn: Callable[[], object], inputs: Sequence[np.ndarray]
     a list of them), and the flush that evicts ``inputs`` and that output before each repeat,
     as a candidate's inputs and outputs are (``evicting_flush``). Buffers the anchor keeps
     for its intermediate steps stay cached, like a candidate's scratch buffers."""
+    from backends.cache_eviction import evict, eviction_available
+
     last: list[np.ndarray] = []
 
     def call() -> None:
         result = fn()
         last[:] = [a for a in (result if isinstance(result, (list, tuple)) else [result])
                    if isinstance(a, np.ndarray)]
-
-    from backends.cache_eviction import evict, eviction_available
 
     if not eviction_available():
         return call, _shared_cache_flusher()

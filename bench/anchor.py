@@ -37,8 +37,8 @@ def seconds_per_call(fn, min_time: float = 0.2) -> float:
 
 def alternating_medians(calls, rounds: int, flush) -> list[list[float]]:
     """Per call of ``calls``, its seconds in each of ``rounds`` rounds that take the calls in
-    turn: each the median of repeats after ``flush()`` (``timing_protocol.evicting_flush``), after a
-    pause in which another library's idle threads stop spinning."""
+    turn: each the median of repeats after ``flush()`` (``timing_protocol.evicting_flush``),
+    after a pause in which another library's idle threads stop spinning."""
     import statistics
     import time
 

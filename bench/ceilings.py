@@ -12,8 +12,8 @@ A kernel cannot finish before both of its floors:
   times the last-level cache; reading is the faster direction, so the floor is low).
 
 NumPy (its OpenBLAS, the overrides unset, the kernel printed) is timed with the anchor's
-protocol (``timing_protocol.time_round``: the kernel's arrays evicted from the caches before every repeat, the
-median of a round, the fastest of ``--rounds`` rounds). The ceiling is NumPy's seconds over
+protocol (``timing_protocol.time_round``: its arrays evicted from the caches before every
+repeat, the median of a round, the fastest of ``--rounds`` rounds). The ceiling is NumPy's seconds over
 the larger floor: a goal above it cannot be met on this machine by any kernel, ours or
 another library's. The table prints each goal beside its ceiling.
 """
