@@ -5,7 +5,6 @@ Every other module of ``autotune.features`` takes what it needs from ``schedule`
 """
 from __future__ import annotations
 
-from backends.vector_tile import NotVectorizable, vector_tile
 from schedule import ir
 from schedule.ir import Allocate, Barrier, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Seq
 from schedule.simplify import interval, structural_key
@@ -13,5 +12,5 @@ from te import dtypes
 from te.expr import Binary, Call, Cast, Compare, Const, Logical, Not, Select, Var, free_vars
 
 __all__ = ["Allocate", "Barrier", "Binary", "BufferLoad", "BufferStore", "Call", "Cast", "Compare", "Const", "For",
-           "IfThenElse", "Logical", "LoweredFunc", "Not", "NotVectorizable", "Select", "Seq", "Var", "dtypes",
-           "free_vars", "interval", "ir", "structural_key", "vector_tile"]
+           "IfThenElse", "Logical", "LoweredFunc", "Not", "Select", "Seq", "Var", "dtypes", "free_vars", "interval",
+           "ir", "structural_key"]

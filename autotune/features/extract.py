@@ -14,8 +14,7 @@ import math
 import numpy as np
 
 from . import access, arithmetic, gpu, loops
-from ._deps import (Allocate, Barrier, BufferStore, For, IfThenElse, LoweredFunc, NotVectorizable, Seq, dtypes,
-                    interval, ir, vector_tile)
+from ._deps import Allocate, Barrier, BufferStore, For, IfThenElse, LoweredFunc, Seq, dtypes, interval, ir
 from .layout import FEATURE_DIM, FEATURE_NAMES, MAX_STORES, ROW_DIM, log_scale, prod0
 from .loops import Loop
 
@@ -71,8 +70,6 @@ class Walk:
         self.alloc = {"local": 0, "shared": 0, "global": 0}
         self.total_guards = 0
         self.barriers = 0
-        self.register_tiles = 0  # allocations promote_accumulators holds in registers
-        self.vector_tiles = 0    # of those, the ones the C backends print as vector variables
         self.launch = gpu.LaunchExtents()
         self.memo: dict = {}
         self.fv_memo: dict = {}
@@ -91,10 +88,6 @@ class Walk:
         elif t is Allocate:
             b = s.buffer
             self.alloc[b.scope if b.scope in self.alloc else "global"] += b.size * dtypes.nbytes(b.dtype)
-            if b.in_registers:
-                self.register_tiles += 1
-                on_gpu = any(lp.kind == ir.THREAD_BINDING for lp in self.stack)
-                self.vector_tiles += not on_gpu and prints_as_vector_variables(s)
             self.visit(s.body)
         elif t is IfThenElse:
             self.guards += 1
@@ -139,28 +132,7 @@ class Walk:
             sum(r.total_flops for r in rows if r.vectorized) / flops_or_1,
             sum(r.total_flops for r in rows if r.parallel) / flops_or_1,
             *self.launch.values(),
-            self.vector_tiles / self.register_tiles if self.register_tiles else 0.0,
         ]
-
-
-#: The vector width the check assumes: the widest a CPU target has, so that the feature does
-#: not depend on the machine that extracts it (a tile prints with vectors of up to this width,
-#: narrower ones where its rows are narrower).
-VECTOR_TILE_BITS = 512
-
-
-def prints_as_vector_variables(alloc: Allocate) -> bool:
-    """Whether the C backends print the register tile ``alloc`` allocates as vector variables
-    (``backends.vector_tile``), which gcc keeps in registers, or as an array, which it may
-    leave in memory. The loop IR looks alike either way and the two run several times apart;
-    as a feature it cut the trials a replayed search needed to reach the optimum of the dense
-    and odd-shaped matmul recordings by a quarter to a third (``bench/RESULTS.md``). It costs
-    a rewrite of the tile (a few milliseconds), the most expensive part of the extraction."""
-    try:
-        vector_tile(alloc, VECTOR_TILE_BITS)
-    except NotVectorizable:
-        return False
-    return True
 
 
 def extract(func: LoweredFunc) -> np.ndarray:
