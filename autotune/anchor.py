@@ -425,10 +425,18 @@ def numpy_equivalent(task) -> tuple[Callable[[], object] | None, str]:
 
     The callable is None, with the reason, when the op or its dtype has no fair equivalent.
     """
+    fn, _, why = _numpy_equivalent_and_inputs(task)
+    return fn, why
+
+
+def _numpy_equivalent_and_inputs(task) -> tuple[Callable[[], object] | None, list[np.ndarray], str]:
+    """``numpy_equivalent``'s callable, the fresh inputs it reads (the anchor's flush evicts
+    them) and why there is none."""
     why = _why_no_numpy_anchor(task.workload_name, task.params)
     if why:
-        return None, why
-    return numpy_equivalent_on(task.workload, task.workload.random_inputs(seed=0)), ""
+        return None, [], why
+    inputs = task.workload.random_inputs(seed=0)
+    return numpy_equivalent_on(task.workload, inputs), inputs, ""
 
 
 def numpy_equivalent_on(workload, inputs: list[np.ndarray]) -> Callable[[], object] | None:
@@ -640,12 +648,11 @@ class NumpyAnchor:
     def measure(self, task, timing=None) -> AnchorFigure | str:
         """The figure, measured like a candidate (``timing``: a ``runner.TimingOptions``,
         default the runner's), or why there is none (the op has no fair NumPy equivalent)."""
-        why = _why_no_numpy_anchor(task.workload_name, task.params)
-        if why:
+        fn, inputs, why = _numpy_equivalent_and_inputs(task)
+        if fn is None:
             return why
-        inputs = task.workload.random_inputs(seed=0)
-        fn, flush = anchor_with_flush(numpy_equivalent_on(task.workload, inputs), inputs)
-        rounds = fastest_round(fn, _timing(timing), flush=flush)
+        call, flush = anchor_with_flush(fn, inputs)
+        rounds = fastest_round(call, _timing(timing), flush=flush)
         return figure_from_rounds(self.label(task), task, rounds, describe_blas())
 
 

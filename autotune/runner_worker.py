@@ -156,7 +156,7 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
                        anchor=anchor_with_flush(numpy_equivalent_on(ws.workload, inputs), inputs)
                        if has_anchor else None)  # (the anchor's call, its flush)
 
-        def one_round(fn, args, flush) -> float:
+        def one_round(fn, flush, args=()) -> float:
             return statistics.median(time_round(fn, args, min_repeats=options["min_repeats"],
                                                 max_repeats=options["max_repeats"], min_time=options["min_time"],
                                                 flush=flush))
@@ -172,9 +172,9 @@ def _final(ws: Workspace, artifacts: list[str], function: str, options: dict):
                 if problem is not None:
                     raise ValueError(f"{Status.WRONG_ANSWER.value}: {problem}")
                 verified.add(i)
-            return one_round(kernels[i], pointers, evicting_flush(arrays))
+            return one_round(kernels[i], evicting_flush(arrays), pointers)
 
-        time_anchor = (lambda: one_round(now["anchor"][0], (), now["anchor"][1])) if has_anchor else None
+        time_anchor = (lambda: one_round(*now["anchor"])) if has_anchor else None
         return Status.OK, interleaved_rounds(len(kernels), time_candidate, time_anchor, options["rounds"],
                                              pause=options["pause"], settle=options["settle"],
                                              start_round=start_round, **until_precise(options))

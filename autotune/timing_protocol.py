@@ -78,12 +78,8 @@ def evicting_flush(arrays: Sequence[np.ndarray]) -> Callable[[], None]:
     evicted from every cache level (``backends.cache_eviction``), so the repeat reads them
     from memory; where eviction is unavailable, a buffer larger than the last-level cache
     written (``CacheFlusher``, one per process)."""
-    from backends.cache_eviction import evict, eviction_available
-
-    if not eviction_available():
-        return _shared_cache_flusher()
     arrays = list(arrays)
-    return lambda: evict(arrays)
+    return _evicting(lambda: arrays)
 
 
 def anchor_with_flush(fn: Callable[[], object], inputs: Sequence[np.ndarray]
@@ -93,8 +89,7 @@ def anchor_with_flush(fn: Callable[[], object], inputs: Sequence[np.ndarray]
     a list of them), and the flush that evicts ``inputs`` and that output before each repeat,
     as a candidate's inputs and outputs are (``evicting_flush``). Buffers the anchor keeps
     for its intermediate steps stay cached, like a candidate's scratch buffers."""
-    from backends.cache_eviction import evict, eviction_available
-
+    inputs = list(inputs)
     last: list[np.ndarray] = []
 
     def call() -> None:
@@ -102,10 +97,16 @@ def anchor_with_flush(fn: Callable[[], object], inputs: Sequence[np.ndarray]
         last[:] = [a for a in (result if isinstance(result, (list, tuple)) else [result])
                    if isinstance(a, np.ndarray)]
 
+    return call, _evicting(lambda: [*inputs, *last])
+
+
+def _evicting(arrays_now: Callable[[], list[np.ndarray]]) -> Callable[[], None]:
+    """A flush evicting what ``arrays_now()`` returns when it runs, or the shared buffer flush."""
+    from backends.cache_eviction import evict, eviction_available
+
     if not eviction_available():
-        return call, _shared_cache_flusher()
-    inputs = list(inputs)
-    return call, lambda: evict([*inputs, *last])
+        return _shared_cache_flusher()
+    return lambda: evict(arrays_now())
 
 
 @functools.lru_cache(maxsize=1)

@@ -68,14 +68,12 @@ def _routine():
     return fn
 
 
-def prepare() -> bool:
+def prepare() -> None:
     """Build (or load) the routine now, where it is available, so that the first eviction
     costs no compile: a measuring process calls it while it sets up, before any candidate's
-    timeout runs. Whether eviction is available."""
+    timeout runs."""
     if eviction_available():
         _routine()
-        return True
-    return False
 
 
 def evict(arrays: Iterable[np.ndarray]) -> None:

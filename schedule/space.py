@@ -837,10 +837,8 @@ def _apply_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecisions) -> 
     a_after = _parallel_outer(owner, a_axes, d.parallel)
     # at the loop just outside c (the last b or S2 loop), or at the outer one
     tiled.compute_at(owner, a_after[-1] if d.at == AT_OUTER else by_level[-2][-1])
-    if d.per_register_tile and d.panels_per_block:  # the block's panels, at the owner's cache block loop
-        _pack_panels(s, tiled, d.panel_pack, d.vector_tile, at_build_time=False, axis=d.vector_index,
-                     at=(owner, b_axes[-1]))
-    reduce_outer = _tile_region(s, tiled, d, levels=3 if d.at == AT_OUTER else 1 if d.per_register_tile else 2)
+    reduce_outer = _tile_region(s, tiled, d, levels=3 if d.at == AT_OUTER else 1 if d.per_register_tile else 2,
+                                block_loop=(owner, b_axes[-1]))
     # where a stage attached at each level goes: the a-level loop over each axis, then the
     # loop over the outer reduction tile (``reduction_level``)
     return [(owner, loop) for loop in [a_after[0]] * d.parallel + a_after[1:]] + _reduce_loops(tiled, reduce_outer)
@@ -864,13 +862,15 @@ def _apply_attached_multi_level(s: Schedule, plan: StagePlan, d: MultiLevelDecis
     return [None] * len(plan.op.axis) + _reduce_loops(tiled, reduce_outer)
 
 
-def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> list:
+def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int, block_loop=None) -> list:
     """Tile a multi-level stage over the region it computes where it is attached:
     ``S1 R0 S2 R1 S3`` (3 ``levels`` of spatial loops; 2: ``R0 S2 R1 S3``, the cache block
     already outside; 1: ``R0 R1 S3``, one register tile), the S3 loop of the vectorized axis
     innermost and vectorized (the register tile's accumulators are laid out in that order),
     the input ``d.local_pack`` copied per
-    outer reduction step, the innermost small loops unrolled within ``d.unroll`` (and
+    outer reduction step, panels per block (``d.panels_per_block``) packed there too, or
+    with one register tile at ``block_loop`` (the owner's (stage, cache block loop)) the
+    whole reduction long, the innermost small loops unrolled within ``d.unroll`` (and
     ``MAX_UNROLLED_LOOP_COPIES``). Returns the R0 loops."""
     tiles = d.tiles
     s1, s2, s3 = [], [], []
@@ -890,8 +890,9 @@ def _tile_region(s: Schedule, tiled, d: MultiLevelDecisions, levels: int) -> lis
     s3_order = _vector_last(s3, v)
     tiled.reorder(*s1, *r0, *s2, *r1, *s3_order)
     _pack_input(s, tiled, d.local_pack, r0[-1])
-    if d.panels_per_block and levels > 1:  # one register tile: packed at the owner's block loop
-        _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v, at=(tiled, r0[-1]))
+    if d.panels_per_block:
+        _pack_panels(s, tiled, d.panel_pack, tiles[v], at_build_time=False, axis=v,
+                     at=(tiled, r0[-1]) if levels > 1 else block_loop)
     if tiles[v][2] > 1:
         tiled.vectorize(s3[v])
     candidates = list(reversed(s3_order[:-1])) + list(reversed(r1)) + list(reversed(s2))
