@@ -35,7 +35,7 @@ from schedule import ir
 from schedule.ir import Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, Seq, Stmt
 from schedule.passes.ir_tools import subst_stmt
 from schedule.passes.promote_accumulators import MIN_VECTOR_BYTES  # the narrowest vector worth a variable
-from schedule.simplify import linearize, simplify
+from schedule.simplify import Analyzer
 from .c_family import PrintedStmt
 
 #: The element types a tile of vector variables may hold (C's vector extension has no
@@ -183,12 +183,31 @@ def vector_tile(alloc: Allocate, vector_bits: int) -> VectorTile:
     return _Rewriter(alloc.buffer, vector_bits).rewrite(alloc)
 
 
+def vectorizable(alloc: Allocate, vector_bits: int) -> bool:
+    """Whether ``vector_tile(alloc, vector_bits)`` succeeds, decided without writing out the
+    unrolled statements: each loop over the tile's rows is checked once with its variable
+    left symbolic rather than once per row, a small fraction of the rewrite's cost (the
+    cost model asks this of every candidate it ranks). Where the symbolic form leaves the
+    answer open (a tile index not linear in the unrolled loops), the rewrite decides."""
+    try:
+        _Checker(alloc.buffer, vector_bits).rewrite(alloc)
+    except NotVectorizable:
+        return False
+    except _Undecided:
+        try:
+            vector_tile(alloc, vector_bits)
+        except NotVectorizable:
+            return False
+    return True
+
+
 class _Rewriter:
     def __init__(self, buffer: Buffer, vector_bits: int):
         if buffer.dtype not in VECTOR_DTYPES:
             raise NotVectorizable(f"{buffer.dtype} tile")
         self.buffer = buffer
         self.vector_bits = vector_bits
+        self.analyzer = Analyzer()  # one for the tile: its accesses share their index subtrees
 
     def rewrite(self, alloc: Allocate) -> VectorTile:
         for node in ir.walk(alloc.body):
@@ -264,10 +283,13 @@ class _Rewriter:
 
     # ---------------------------------------------------------------- accesses
 
+    def _linear_index(self, buf: Buffer, indices):
+        return self.analyzer.linearize(self.analyzer.simplify(ir.flat_index(buf, indices)))
+
     def _vector_access(self, buf: Buffer, indices, lane: Var) -> tuple:
         """("tile", offset at lane 0) or (kind, buf, indices) for an access contiguous across
         ``lane``; raises for any other."""
-        form = linearize(simplify(ir.flat_index(buf, indices)))
+        form = self._linear_index(buf, indices)
         step = 0
         for term, coefficient in form.terms.values():
             if term is lane:
@@ -301,3 +323,61 @@ class _Rewriter:
         if isinstance(e, Binary) and e.op in VECTOR_OPS:
             return ("bin", e.op, self._value(e.a, lane), self._value(e.b, lane))
         raise NotVectorizable(f"{type(e).__name__} across the lanes")
+
+
+class _Undecided(Exception):
+    """The symbolic check cannot tell; the rewrite itself must."""
+
+
+class _Checker(_Rewriter):
+    """The rewrite's checks with the unrolled loops' variables kept symbolic: a loop over the
+    tile's rows is walked once, and a tile access must be whole vectors apart for every
+    value of those variables (each a multiple of the vector's lanes apart)."""
+
+    def __init__(self, buffer: Buffer, vector_bits: int):
+        super().__init__(buffer, vector_bits)
+        self.unrolled: dict = {}  # an unrolled loop's variable -> its extent
+
+    def _unrolled(self, loop: For) -> Stmt:
+        n = ir.const_int(loop.extent)
+        if n is None or n > MAX_UNROLL:
+            raise NotVectorizable(f"loop {loop.var.name} over the tile cannot be unrolled")
+        if n > 0:
+            self.unrolled[loop.var] = n
+            self._stmt(loop.body)
+        return loop
+
+    def _vector_loop(self, loop: For) -> Stmt:
+        stores = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
+        if not all(isinstance(s, BufferStore) for s in stores):
+            raise NotVectorizable("a vector loop over the tile holds more than stores")
+        for store in stores:
+            self._target(store, loop.var)
+            self._value(store.value, loop.var)
+        return loop
+
+    def _vector_access(self, buf: Buffer, indices, lane: Var) -> tuple:
+        form = self._linear_index(buf, indices)
+        step = 0
+        rows = []
+        for term, coefficient in form.terms.values():
+            if term is lane:
+                step = coefficient
+            elif lane in free_vars(term):
+                raise NotVectorizable(f"{buf.name} indexed non-linearly across the lanes")
+            else:
+                rows.append((term, coefficient))
+        if step != 1:
+            raise NotVectorizable(f"{buf.name} read or written at a stride of {step} across the lanes")
+        if buf is not self.buffer:
+            return ("memory", buf, tuple(indices))
+        for term, coefficient in rows:
+            if not (isinstance(term, Var) and term in self.unrolled):
+                if free_vars(term) <= self.unrolled.keys():
+                    raise _Undecided(f"{buf.name} indexed by {term}")
+                raise NotVectorizable("the tile indexed by a loop that was not unrolled, or across vectors")
+            if self.unrolled[term] > 1 and coefficient % self.vtype.lanes:
+                raise NotVectorizable("the tile indexed across vectors")
+        if form.const % self.vtype.lanes:
+            raise NotVectorizable("the tile indexed across vectors")
+        return ("tile", form.const)

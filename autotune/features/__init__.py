@@ -31,7 +31,10 @@ The vector holds the rows of the two stores with the most total flops (ties: the
 with more executions times accesses, then program order; the second row is zero when
 there is one store, its ``present`` flag says so), then global features: total flops,
 stores, loops, parallel extent, allocated bytes by scope, guards, tail loops,
-barriers, GPU blocks/threads, fractions of flops that are vectorized and parallel.
+barriers, GPU blocks/threads, fractions of flops that are vectorized and parallel, and
+the share of register tiles the C backends print as vector variables (the IR looks alike
+whether a tile ends up in vector registers or as an array gcc may leave in memory; the
+check is the backend's own rules, at a fixed width, and skipped under GPU thread loops).
 Counts, extents and bytes are scaled with log2(1 + x) (0 for "none"); flags and
 fractions stay raw. Extraction is plain Python and costs a fraction of a lowering,
 hence ``FeatureCache``.

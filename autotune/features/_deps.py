@@ -5,6 +5,7 @@ Every other module of ``autotune.features`` takes what it needs from ``schedule`
 """
 from __future__ import annotations
 
+from backends.vector_tile import vectorizable
 from schedule import ir
 from schedule.ir import Allocate, Barrier, BufferLoad, BufferStore, For, IfThenElse, LoweredFunc, Seq
 from schedule.simplify import interval, structural_key
@@ -13,4 +14,4 @@ from te.expr import Binary, Call, Cast, Compare, Const, Logical, Not, Select, Va
 
 __all__ = ["Allocate", "Barrier", "Binary", "BufferLoad", "BufferStore", "Call", "Cast", "Compare", "Const", "For",
            "IfThenElse", "Logical", "LoweredFunc", "Not", "Select", "Seq", "Var", "dtypes", "free_vars", "interval",
-           "ir", "structural_key"]
+           "ir", "structural_key", "vectorizable"]

@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from . import access, arithmetic, gpu, loops
-from ._deps import Allocate, Barrier, BufferStore, For, IfThenElse, LoweredFunc, Seq, dtypes, interval, ir
+from ._deps import (Allocate, Barrier, BufferStore, For, IfThenElse, LoweredFunc, Seq, dtypes, interval, ir,
+                    vectorizable)
 from .layout import FEATURE_DIM, FEATURE_NAMES, MAX_STORES, ROW_DIM, log_scale, prod0
 from .loops import Loop
 
@@ -70,6 +71,8 @@ class Walk:
         self.alloc = {"local": 0, "shared": 0, "global": 0}
         self.total_guards = 0
         self.barriers = 0
+        self.register_tiles = 0  # allocations promote_accumulators holds in registers
+        self.vector_tiles = 0    # of those, the ones the C backends print as vector variables
         self.launch = gpu.LaunchExtents()
         self.memo: dict = {}
         self.fv_memo: dict = {}
@@ -88,6 +91,10 @@ class Walk:
         elif t is Allocate:
             b = s.buffer
             self.alloc[b.scope if b.scope in self.alloc else "global"] += b.size * dtypes.nbytes(b.dtype)
+            if b.in_registers:
+                self.register_tiles += 1
+                on_gpu = any(lp.kind == ir.THREAD_BINDING for lp in self.stack)
+                self.vector_tiles += not on_gpu and vectorizable(s, VECTOR_TILE_BITS)
             self.visit(s.body)
         elif t is IfThenElse:
             self.guards += 1
@@ -132,7 +139,16 @@ class Walk:
             sum(r.total_flops for r in rows if r.vectorized) / flops_or_1,
             sum(r.total_flops for r in rows if r.parallel) / flops_or_1,
             *self.launch.values(),
+            self.vector_tiles / self.register_tiles if self.register_tiles else 0.0,
         ]
+
+
+#: The vector width ``g.vector_tile_frac`` checks tiles at: the widest a CPU target has, so
+#: that the feature does not depend on the machine that extracts it (a tile prints with
+#: vectors of up to this width, narrower ones where its rows are narrower). Why the feature
+#: exists: the loop IR looks alike whether gcc keeps a tile in registers or leaves the array
+#: in memory, and the two run several times apart.
+VECTOR_TILE_BITS = 512
 
 
 def extract(func: LoweredFunc) -> np.ndarray:

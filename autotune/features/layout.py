@@ -42,7 +42,7 @@ ROW_NAMES = (
 GLOBAL_NAMES = [
     "total_flops", "n_stores", "n_loops", "n_eff_loops", "max_par", "local_bytes", "shared_bytes", "temp_bytes",
     "guards", "tail_loops", "barriers", "total_executions", "vec_flop_frac", "par_flop_frac",
-    "gpu_blocks", "gpu_threads",
+    "gpu_blocks", "gpu_threads", "vector_tile_frac",
 ]
 
 FEATURE_NAMES: list[str] = (

@@ -241,3 +241,28 @@ def test_vectors_match_the_stored_fixture():
         got = F.extract(task.lower(Config.from_json(json.dumps(case["config"]))))
         bad = [n for n, a, b in zip(NAMES, got, want) if a != b]
         assert not bad, f"{case['workload']} on {case['target']}: {bad[:8]}"
+
+
+@pytest.mark.parametrize("workload,params", [
+    ("matmul", dict(M=96, N=80, K=64)),
+    ("dense", dict(M=40, N=96, K=48, bias=True, relu=True)),
+])
+def test_the_vector_tile_share_says_whether_the_c_source_declares_vector_variables(workload, params):
+    """``g.vector_tile_frac`` is the share of register tiles the C backend prints as vector
+    variables: positive exactly when the generated source declares some, on sampled configs
+    (both kinds occur), and the same on every machine (checked at a fixed width)."""
+    from autotune.builder import LocalBuilder
+    from autotune.measure import MeasureInput
+
+    task = Task(workload, params, "cpu")
+    builder = LocalBuilder(n_workers=1)
+    rng = random.Random(3)
+    seen = set()
+    for _ in range(24):
+        config = task.space.sample(rng)
+        share = _value(F.extract(task.lower(config)), "g.vector_tile_frac")
+        assert 0.0 <= share <= 1.0
+        declares = " at_f32x" in builder.source(MeasureInput(task, config))
+        assert (share > 0) == declares, config
+        seen.add(declares)
+    assert seen == {True, False}

@@ -145,6 +145,63 @@ def test_the_rewriter_turns_a_vector_loop_into_one_statement_per_vector():
 def test_the_rewriter_refuses_what_vectors_cannot_hold(value_of, extent, kind, why):
     with pytest.raises(vector_tile.NotVectorizable, match=why):
         vector_tile.vector_tile(_tile_scope(value_of, extent, kind), 256)
+    assert not vector_tile.vectorizable(_tile_scope(value_of, extent, kind), 256)
+
+
+def _rows_scope(row_offset, rows: int = 2):
+    """A register tile of ``rows`` x 8 floats set row by row: ``acc[row_offset(i) + j] = x[j]``
+    under an unrolled loop ``i`` and a vector loop ``j``."""
+    acc = Buffer("acc", (rows * 8,), "float32", "local", in_registers=True)
+    x = Buffer("x", (8,), "float32", "global")
+    i, j = Var("i"), Var("j")
+    store = BufferStore(acc, (row_offset(i) + j,), _load(x, j))
+    return Allocate(acc, For(i, Const(rows), ir.SERIAL, For(j, Const(8), ir.VECTORIZED, store)))
+
+
+@pytest.mark.parametrize("row_offset, rows, holds", [
+    (lambda i: i * 8, 2, True),       # rows whole vectors apart
+    (lambda i: i * 4, 2, False),      # the second row starts mid-vector
+    (lambda i: i * 4, 1, True),       # ... unless there is no second row
+    (lambda i: i * i * 8, 2, True),   # not linear in i: the check leaves it to the rewrite
+    (lambda i: i * i * 4, 3, False),
+])
+def test_the_quick_check_agrees_with_the_rewrite(row_offset, rows, holds):
+    """``vectorizable`` decides without unrolling what ``vector_tile`` decides by unrolling."""
+    scope = _rows_scope(row_offset, rows)
+    try:
+        vector_tile.vector_tile(scope, 256)
+        rewritten = True
+    except vector_tile.NotVectorizable:
+        rewritten = False
+    assert rewritten == holds
+    assert vector_tile.vectorizable(scope, 256) == holds
+
+
+@pytest.mark.parametrize("workload, params", [
+    ("matmul", dict(M=127, N=1023, K=511)),
+    ("dense", dict(M=40, N=96, K=48, bias=True, relu=True)),
+    ("batch_matmul", dict(B=2, M=30, N=64, K=24)),
+])
+def test_the_quick_check_agrees_with_the_rewrite_on_sampled_schedules(workload, params):
+    """On the register tiles of sampled schedules (whole and tail tiles, both kinds of answer)."""
+    import random
+    from autotune.task import Task
+
+    task = Task(workload, params, "cpu")
+    rng = random.Random(5)
+    answers = set()
+    for _ in range(30):
+        func = task.lower(task.space.sample(rng))
+        for alloc in (n for n in ir.walk(func.body) if isinstance(n, Allocate) and n.buffer.in_registers):
+            for bits in (512, 256):
+                try:
+                    vector_tile.vector_tile(alloc, bits)
+                    rewritten = True
+                except vector_tile.NotVectorizable:
+                    rewritten = False
+                assert vector_tile.vectorizable(alloc, bits) == rewritten
+                answers.add(rewritten)
+    assert answers == {True, False}
 
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 assembly")
