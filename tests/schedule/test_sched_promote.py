@@ -7,7 +7,7 @@ from schedule import ir
 from sched_helpers import check, register_tile_batch_matmul
 
 
-def _matmul_two_level(M=24, N=48, K=19, s2=(3, 2), s3=(4, 8)):
+def _matmul_two_level(M=24, N=48, K=19, s2=(3, 2), s3=(4, 8), unroll_k=False):
     wl = te.create_workload("matmul", M=M, N=N, K=K)
     A, B, C = wl.args
     s = schedule.create_schedule(C)
@@ -23,6 +23,8 @@ def _matmul_two_level(M=24, N=48, K=19, s2=(3, 2), s3=(4, 8)):
     s[CL].reorder(ko, ci2, cj2, ki, ci3, cj3)
     s[CL].unroll(ci3)
     s[CL].vectorize(cj3)
+    if unroll_k:
+        s[CL].unroll(ki)
     return s, wl
 
 
@@ -88,6 +90,30 @@ def test_a_tile_with_tails_on_three_axes_keeps_one_tail_copy_with_variable_loops
     tail_tile = _tile_loops(tail)
     assert tail_tile and all(ir.const_int(l.extent) is None for l in tail_tile)
     assert not any(l.kind == ir.UNROLLED for l in tail_tile)
+    check(s, wl)
+
+
+def test_only_the_innermost_unrolled_loop_around_a_tail_loop_stays_unrolled():
+    # N = 45 in blocks of 16, tiles of 8: the last tile has 5 columns, not whole vectors,
+    # so its copy keeps the vector loop's variable extent. Around it the rows (unrolled x4)
+    # stay unrolled, but the reduction step (unrolled x4 as well) is rolled: unrolled, it
+    # would copy the tail loop and its remainder code once per step. The whole tile keeps
+    # both unrolled.
+    s, wl = _matmul_two_level(M=24, N=45, K=16, unroll_k=True)
+    func = schedule.lower(s, wl.args)
+    versions = [x for x in ir.walk(func.body) if isinstance(x, ir.IfThenElse)
+                and isinstance(x.then_case, ir.Allocate) and x.then_case.buffer.name == "C.local.acc"]
+    assert len(versions) == 1
+    full, tail = versions[0].then_case, versions[0].else_case
+    kinds = {(l.var.name, l.kind) for l in _loops(full)}
+    assert {("k.inner", ir.UNROLLED), ("i.inner", ir.UNROLLED)} <= kinds
+    (step,) = [l for l in _loops(tail) if l.var.name == "k.inner"]
+    assert step.kind == ir.SERIAL
+    rows = [l for l in _loops(tail) if l.kind == ir.UNROLLED]
+    assert len(rows) == 3 and all(l.var.name == "i.inner" for l in rows)  # copy in, update, copy out
+    for row in rows:  # each directly around the column loop of variable extent
+        (column,) = _loops(row.body)
+        assert column.kind == ir.VECTORIZED and ir.const_int(column.extent) is None
     check(s, wl)
 
 
