@@ -272,11 +272,8 @@ class _Rewriter:
     def _vector_loop(self, loop: For) -> Stmt:
         """One statement per vector and store, each store's accesses analysed once, in
         terms of the loop's variable."""
-        stores = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
-        if not all(isinstance(s, BufferStore) for s in stores):
-            raise NotVectorizable("a vector loop over the tile holds more than stores")
         lane = loop.var
-        plans = [(self._target(store, lane), self._value(store.value, lane)) for store in stores]
+        plans = [(self._target(store, lane), self._value(store.value, lane)) for store in _stores(loop)]
         return ir.seq(LoopName(lane), *[VectorAssign(self.vtype, self.tile, target, value, lane, first)
                                         for first in range(0, ir.const_int(loop.extent), self.vtype.lanes)
                                         for target, value in plans])
@@ -291,18 +288,25 @@ class _Rewriter:
         ``lane``; raises for any other."""
         form = self._linear_index(buf, indices)
         step = 0
+        others = []  # (term, coefficient) of the index's terms without the lane
         for term, coefficient in form.terms.values():
             if term is lane:
                 step = coefficient
             elif lane in free_vars(term):
                 raise NotVectorizable(f"{buf.name} indexed non-linearly across the lanes")
+            else:
+                others.append((term, coefficient))
         if step != 1:
             raise NotVectorizable(f"{buf.name} read or written at a stride of {step} across the lanes")
         if buf is not self.buffer:
             return ("memory", buf, tuple(indices))
-        if len(form.terms) != 1 or form.const % self.vtype.lanes:
-            raise NotVectorizable("the tile indexed by a loop that was not unrolled, or across vectors")
+        self._check_tile_offset(others, form.const)
         return ("tile", form.const)
+
+    def _check_tile_offset(self, others: list, const: int) -> None:
+        """A tile access starts on a whole vector, at a constant once the rows are unrolled."""
+        if others or const % self.vtype.lanes:
+            raise NotVectorizable("the tile indexed by a loop that was not unrolled, or across vectors")
 
     def _target(self, store: BufferStore, lane: Var) -> tuple:
         if store.buffer.dtype != self.buffer.dtype:
@@ -323,6 +327,14 @@ class _Rewriter:
         if isinstance(e, Binary) and e.op in VECTOR_OPS:
             return ("bin", e.op, self._value(e.a, lane), self._value(e.b, lane))
         raise NotVectorizable(f"{type(e).__name__} across the lanes")
+
+
+def _stores(loop: For) -> list:
+    """The stores a vector loop over the tile holds (raises if it holds anything else)."""
+    stores = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
+    if not all(isinstance(s, BufferStore) for s in stores):
+        raise NotVectorizable("a vector loop over the tile holds more than stores")
+    return stores
 
 
 class _Undecided(Exception):
@@ -348,36 +360,19 @@ class _Checker(_Rewriter):
         return loop
 
     def _vector_loop(self, loop: For) -> Stmt:
-        stores = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
-        if not all(isinstance(s, BufferStore) for s in stores):
-            raise NotVectorizable("a vector loop over the tile holds more than stores")
-        for store in stores:
+        for store in _stores(loop):
             self._target(store, loop.var)
             self._value(store.value, loop.var)
         return loop
 
-    def _vector_access(self, buf: Buffer, indices, lane: Var) -> tuple:
-        form = self._linear_index(buf, indices)
-        step = 0
-        rows = []
-        for term, coefficient in form.terms.values():
-            if term is lane:
-                step = coefficient
-            elif lane in free_vars(term):
-                raise NotVectorizable(f"{buf.name} indexed non-linearly across the lanes")
-            else:
-                rows.append((term, coefficient))
-        if step != 1:
-            raise NotVectorizable(f"{buf.name} read or written at a stride of {step} across the lanes")
-        if buf is not self.buffer:
-            return ("memory", buf, tuple(indices))
-        for term, coefficient in rows:
+    def _check_tile_offset(self, others: list, const: int) -> None:
+        """The offset is whole vectors for every value of the unrolled variables."""
+        for term, coefficient in others:
             if not (isinstance(term, Var) and term in self.unrolled):
                 if free_vars(term) <= self.unrolled.keys():
-                    raise _Undecided(f"{buf.name} indexed by {term}")
+                    raise _Undecided(f"the tile indexed by {term}")
                 raise NotVectorizable("the tile indexed by a loop that was not unrolled, or across vectors")
             if self.unrolled[term] > 1 and coefficient % self.vtype.lanes:
                 raise NotVectorizable("the tile indexed across vectors")
-        if form.const % self.vtype.lanes:
+        if const % self.vtype.lanes:
             raise NotVectorizable("the tile indexed across vectors")
-        return ("tile", form.const)
