@@ -190,7 +190,7 @@ def vectorizable(alloc: Allocate, vector_bits: int) -> bool:
     cost model asks this of every candidate it ranks). Where the symbolic form leaves the
     answer open (a tile index not linear in the unrolled loops), the rewrite decides."""
     try:
-        _Checker(alloc.buffer, vector_bits).rewrite(alloc)
+        _Checker(alloc.buffer, vector_bits).check(alloc)
     except NotVectorizable:
         return False
     except _Undecided:
@@ -210,6 +210,13 @@ class _Rewriter:
         self.analyzer = Analyzer()  # one for the tile: its accesses share their index subtrees
 
     def rewrite(self, alloc: Allocate) -> VectorTile:
+        count = self._shape(alloc)
+        self.tile = TileVariables(self.buffer, count)
+        return VectorTile(self.vtype, self.tile, self._stmt(alloc.body))
+
+    def _shape(self, alloc: Allocate) -> int:
+        """Check the tile's scope as a whole and choose its vector type (``self.vtype``);
+        returns how many vectors the tile is."""
         for node in ir.walk(alloc.body):
             bound = node.extent if isinstance(node, For) else node.condition if isinstance(node, IfThenElse) else None
             if bound is not None and any(isinstance(e, BufferLoad) and e.buffer is self.buffer
@@ -220,8 +227,7 @@ class _Rewriter:
         if count > MAX_VECTORS:
             raise NotVectorizable(f"{count} vectors")
         self.vtype = VectorType(self.buffer.dtype, lanes)
-        self.tile = TileVariables(self.buffer, count)
-        return VectorTile(self.vtype, self.tile, self._stmt(alloc.body))
+        return count
 
     def _lanes(self, body: Stmt) -> int:
         """The widest vector, up to the target's, that every vector loop over the tile is a
@@ -349,6 +355,11 @@ class _Checker(_Rewriter):
     def __init__(self, buffer: Buffer, vector_bits: int):
         super().__init__(buffer, vector_bits)
         self.unrolled: dict = {}  # an unrolled loop's variable -> its extent
+
+    def check(self, alloc: Allocate) -> None:
+        """Raise as ``rewrite`` would (``_Undecided`` where only the rewrite can tell)."""
+        self._shape(alloc)
+        self._stmt(alloc.body)
 
     def _unrolled(self, loop: For) -> Stmt:
         n = ir.const_int(loop.extent)

@@ -1,7 +1,9 @@
 """The loop-IR and expression names the feature modules read: the package's one import point.
 
 Every other module of ``autotune.features`` takes what it needs from ``schedule`` and
-``te`` through here, so a name that moves in those packages is fixed in one place.
+``te`` through here, so a name that moves in those packages is fixed in one place; and
+from ``backends`` the one rule of the C backends the IR does not show (``vectorizable``:
+whether a register tile is printed as vector variables).
 """
 from __future__ import annotations
 

@@ -19,6 +19,13 @@ from ._deps import (Allocate, Barrier, BufferStore, For, IfThenElse, LoweredFunc
 from .layout import FEATURE_DIM, FEATURE_NAMES, MAX_STORES, ROW_DIM, log_scale, prod0
 from .loops import Loop
 
+#: The vector width ``g.vector_tile_frac`` checks tiles at: the widest a CPU target has, so
+#: that the feature does not depend on the machine that extracts it (a tile prints with
+#: vectors of up to this width, narrower ones where its rows are narrower). Why the feature
+#: exists: the loop IR looks alike whether gcc keeps a tile in registers or leaves the array
+#: in memory, and the two run several times apart.
+VECTOR_TILE_BITS = 512
+
 
 class Row:
     """The features of one store, plus the sort key that picks the stores kept."""
@@ -141,14 +148,6 @@ class Walk:
             *self.launch.values(),
             self.vector_tiles / self.register_tiles if self.register_tiles else 0.0,
         ]
-
-
-#: The vector width ``g.vector_tile_frac`` checks tiles at: the widest a CPU target has, so
-#: that the feature does not depend on the machine that extracts it (a tile prints with
-#: vectors of up to this width, narrower ones where its rows are narrower). Why the feature
-#: exists: the loop IR looks alike whether gcc keeps a tile in registers or leaves the array
-#: in memory, and the two run several times apart.
-VECTOR_TILE_BITS = 512
 
 
 def extract(func: LoweredFunc) -> np.ndarray:
