@@ -4,6 +4,7 @@
     model.fit(features, costs)           # costs in seconds, inf for failed trials
     scores = model.predict(candidates)   # higher = predicted faster
     evaluate_holdout(features, costs)    # {"pairwise_accuracy": ..., "top1": ..., "top5": ...}
+    learning_curve(features, costs, [250, 500, 1000])   # {records trained on: pairwise accuracy}
 
 The model learns an order, not a time: the search only asks "which of these is
 faster", and a ranking target is free of the scale of each workload's times, so one
@@ -349,3 +350,29 @@ def evaluate_holdout(features, costs, test_fraction: float = 0.2, seed: int = 0,
     pa, t1, t5 = (float(np.nanmean(col)) if not np.all(np.isnan(col)) else math.nan
                   for col in np.array(per_group, dtype=np.float64).T)
     return {"pairwise_accuracy": pa, "top1": t1, "top5": t5, "n_train": len(train), "n_test": len(test)}
+
+
+def learning_curve(features, costs, sizes, test_fraction: float = 0.2, splits: int = 4, **model_kw) -> dict:
+    """Held-out pairwise accuracy as the training set grows: is the model short of records
+    or of information?
+
+    Each of ``splits`` random splits (seeds 0, 1, ...) holds out the same ``test_fraction``
+    of the records for every size and trains on the first ``n`` of the rest, for each ``n``
+    in ``sizes`` (sizes larger than the rest are left out). A curve still rising at the
+    largest size says more records of the workload would order it better; a flat one, that
+    the features (or the labels' noise) are the limit. Returns ``{n: mean accuracy}``.
+    """
+    x, c = _check_xy(features, costs)
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    n_test = max(1, int(round(len(c) * test_fraction)))
+    usable = sorted({int(n) for n in sizes if 2 <= int(n) <= len(c) - n_test})
+    accuracy: dict[int, list[float]] = {n: [] for n in usable}
+    for seed in range(splits):
+        perm = np.random.default_rng(seed).permutation(len(c))
+        test, rest = perm[:n_test], perm[n_test:]
+        for n in usable:
+            model = XGBCostModel(seed=seed, **model_kw).fit(x[rest[:n]], c[rest[:n]])
+            scores = model.predict(x[test]) if model.fitted else np.zeros(n_test)
+            accuracy[n].append(pairwise_accuracy(scores, c[test]))
+    return {n: float(np.nanmean(a)) for n, a in accuracy.items()}

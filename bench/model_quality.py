@@ -3,6 +3,7 @@
     python bench/model_quality.py [--db bench/out/convergence.db] [--splits 4]
     python bench/model_quality.py --db gpu_suite_out/gpu_suite.db --target cuda   # GPU records
     python bench/model_quality.py --recordings     # the search-strategy recordings in bench/data
+    python bench/model_quality.py --recordings --curve 250 500 1000 2000   # accuracy by records trained on
 
 For every workload in the database, and for each of its runs and for all its records
 together: fit the XGBoost ranking model on a random 80% of the successful records,
@@ -19,6 +20,14 @@ figure is the closest to "how well does the model rank this workload's schedules
 replays (about 3000 random configs of each workload, the fastest re-timed): a uniform
 sample of the space, the records the current space rejects left out as the replay
 leaves them out.
+
+``--curve N ...`` prints, instead, the held-out pairwise accuracy after training on N of
+the records (the same held-out 20 % for every N; ``autotune.cost_model.learning_curve``):
+whether the model is short of records or of information.
+
+The pooled records of a database hold each config once, its newest measurement (a
+re-timing or a run's final timing measures configs again; both copies would otherwise
+land on either side of a split).
 """
 from __future__ import annotations
 
@@ -31,13 +40,15 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the recordings' bench
 
-from autotune.cost_model import evaluate_holdout  # noqa: E402
+from autotune.cost_model import evaluate_holdout, learning_curve  # noqa: E402
 from autotune.features import FeatureCache  # noqa: E402
 from autotune.task import Task, TaskError  # noqa: E402
 from schedule.config import Config, ConfigError  # noqa: E402
 from tuning_db import Database  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+#: The group of a workload's records from all its runs together.
+POOLED = "all runs"
 
 
 def main() -> None:
@@ -49,9 +60,11 @@ def main() -> None:
                              "workload's first run's kind")
     parser.add_argument("--recordings", action="store_true",
                         help="measure on the recordings kept in bench/data instead of a database")
+    parser.add_argument("--curve", type=int, nargs="+", metavar="N",
+                        help="held-out pairwise accuracy after training on N records, for each N")
     args = parser.parse_args()
     if args.recordings:
-        return _recordings(args.splits)
+        return _recordings(args.splits, args.curve)
     if not os.path.exists(args.db):
         raise SystemExit(f"no database at {args.db}; run bench/tune_convergence.py first or pass --db")
     cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
@@ -60,7 +73,12 @@ def main() -> None:
             task, groups = _successful_records(db, wl.key, args.target)
             if task is None:
                 continue
-            print(f"workload {wl.key}")
+            print(f"workload {wl.key} on {task.target}")
+            if args.curve:
+                configs, costs = groups[POOLED]
+                _print_curve(f"{len(costs)} records", cache.get_many(task, configs), costs, args.curve,
+                             args.splits)
+                continue
             print(f"  {'records':<28} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}")
             for key, (configs, costs) in groups.items():
                 if len(configs) < 10:
@@ -79,18 +97,31 @@ def _quality(cache: FeatureCache, task: Task, configs: list, costs: list, splits
     return {m: float(np.mean([q[m] for q in qs])) for m in ("pairwise_accuracy", "top1", "top5")}
 
 
-def _recordings(splits: int) -> None:
-    """The model's held-out quality on each recording of ``bench/search_strategies.py``."""
+def _print_curve(label: str, x: np.ndarray, costs: list, sizes: list[int], splits: int) -> None:
+    """One line: the held-out pairwise accuracy after training on each of ``sizes`` records."""
+    curve = learning_curve(x, costs, sizes, test_fraction=0.2, splits=splits)
+    print(f"{label:<22} " + "  ".join(f"{n}: {a:.3f}" for n, a in curve.items())
+          + f"   ({splits} splits, the same 20 % held out)", flush=True)
+
+
+def _recordings(splits: int, curve: list[int] | None = None) -> None:
+    """The model's held-out quality on each recording of ``bench/search_strategies.py``
+    (with ``curve``: its learning curve)."""
     from search_strategies import RECORDED, obtain_recording
 
     cache = FeatureCache(workers=max(1, min(2, os.cpu_count() or 1)))
-    print(f"{'recording':<12} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}   ({splits} splits, 80/20)")
+    if not curve:
+        print(f"{'recording':<12} {'n':>5} {'pairwise':>9} {'top-1':>6} {'top-5':>6}   ({splits} splits, 80/20)")
     for name in RECORDED:
         recording = obtain_recording(name, argparse.Namespace(rerecord=False), measure=False)
         if recording is None:
             print(f"{name:<12} (no recording)")
             continue
         configs = [c for c in recording.configs() if recording.get(c).ok]
+        if curve:
+            _print_curve(name, cache.get_many(recording.task, configs),
+                         [recording.get(c).cost for c in configs], curve, splits)
+            continue
         q = _quality(cache, recording.task, configs, [recording.get(c).cost for c in configs], splits)
         print(f"{name:<12} {len(configs):>5} {q['pairwise_accuracy']:>9.3f} {q['top1']:>6.3f} {q['top5']:>6.3f}",
               flush=True)
@@ -100,9 +131,11 @@ def _recordings(splits: int) -> None:
 def _successful_records(db, workload_key: str, kind: str | None = None
                         ) -> tuple[Task | None, dict[str, tuple[list, list]]]:
     """The workload's task (on its first run's target, or ``kind``) and its ok records:
-    (configs, seconds) per run and pooled. (None, {}) when the workload has no run of that
-    kind or cannot be rebuilt in this process."""
-    runs = [r for r in db.list_runs(workload_key) if kind is None or r.target.kind == kind]
+    (configs, seconds) per run, and pooled under ``POOLED`` (each config once, its newest
+    record). (None, {}) when the workload has no run of that kind or cannot be rebuilt in
+    this process."""
+    runs = sorted((r for r in db.list_runs(workload_key) if kind is None or r.target.kind == kind),
+                  key=lambda r: r.id)
     if not runs:
         return None, {}
     first = runs[0]
@@ -111,8 +144,8 @@ def _successful_records(db, workload_key: str, kind: str | None = None
     except (TaskError, IndexError) as exc:
         print(f"{workload_key}: skipped ({exc})")
         return None, {}
-    pooled = f"all runs ({task.target})"
     groups: dict[str, tuple[list, list]] = {}
+    newest: dict[str, tuple[Config, float]] = {}  # config hash -> the newest (config, seconds)
     for run in runs:
         if run.target.kind != task.target_kind:
             continue  # one target per workload: the first run's
@@ -124,10 +157,11 @@ def _successful_records(db, workload_key: str, kind: str | None = None
                 config = Config.from_json(rec.config)
             except ConfigError:
                 continue
-            for key in (name, pooled):
-                configs, costs = groups.setdefault(key, ([], []))
-                configs.append(config)
-                costs.append(rec.median_s)
+            configs, costs = groups.setdefault(name, ([], []))
+            configs.append(config)
+            costs.append(rec.median_s)
+            newest[config.hash] = (config, rec.median_s)
+    groups[POOLED] = ([c for c, _ in newest.values()], [s for _, s in newest.values()])
     return task, groups
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from autotune.cost_model import (
-    XGBCostModel, depth_for, evaluate_holdout, pairwise_accuracy, relevance, top_k_score,
+    XGBCostModel, depth_for, evaluate_holdout, learning_curve, pairwise_accuracy, relevance, top_k_score,
 )
 
 
@@ -97,6 +97,18 @@ def test_holdout_accuracy_above_0_9_with_failures():
     assert out["n_test"] == 200 and out["n_train"] == 600
     assert out["pairwise_accuracy"] > 0.9, out
     assert out["top1"] > 0.5 and out["top5"] > 0.8 and out["top5"] >= out["top1"]
+
+
+def test_learning_curve_rises_with_records_and_skips_sizes_beyond_the_training_part():
+    x, cost = _synthetic(1000, seed=6)
+    rng = np.random.default_rng(7)
+    cost *= rng.lognormal(0.0, 0.1, len(cost))  # noise, so that a few records do not suffice
+    curve = learning_curve(x, cost, [20, 800, 60, 801, 5000], test_fraction=0.2, splits=2, nthread=1)
+    assert list(curve) == [20, 60, 800]  # sorted; 801 and 5000 exceed the 800 records left to train on
+    assert curve[20] < curve[60] < curve[800], curve
+    assert curve[800] > 0.8, curve
+    with pytest.raises(ValueError, match="test_fraction"):
+        learning_curve(x, cost, [20], test_fraction=1.0)
 
 
 def test_failures_rank_last():
