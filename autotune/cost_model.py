@@ -3,14 +3,14 @@
     model = XGBCostModel(seed=0)         # a CostModel (the protocol a search reads)
     model.fit(features, costs)           # costs in seconds, inf for failed trials
     scores = model.predict(candidates)   # higher = predicted faster
-    evaluate_holdout(features, costs)    # {"pairwise_accuracy": ..., "top1": ..., "top5": ...}
+    evaluate_holdout(features, costs)    # {"pairwise_accuracy": ..., "top1": ..., "top5": ..., "recall10": ...}
     learning_curve(features, costs, [250, 500, 1000])   # {records trained on: pairwise accuracy}
 
 The model learns an order, not a time: the search only asks "which of these is
 faster", and a ranking target is free of the scale of each workload's times, so one
 model can train on records of several workloads (one query group per workload). The
-quality metrics are TenSet's: pairwise ranking accuracy and top-k score on held-out
-records.
+quality metrics are TenSet's, pairwise ranking accuracy and top-k score on held-out
+records, and top-k recall: how many of the truly fastest the model ranks at its top.
 """
 from __future__ import annotations
 
@@ -278,7 +278,7 @@ def _dense_groups(groups) -> np.ndarray:
     return np.array([ids.setdefault(g, len(ids)) for g in groups], dtype=np.int64)
 
 
-# ---------------------------------------------------------------- metrics (TenSet's)
+# ---------------------------------------------------------------- metrics (TenSet's, and top-k recall)
 
 
 def _clean_costs(costs) -> np.ndarray:
@@ -325,11 +325,38 @@ def top_k_score(scores, costs, k: int) -> float:
     return float(c.min() / best_top) if np.isfinite(best_top) else 0.0
 
 
+def top_k_recall(scores, costs, k: int) -> float:
+    """Share of the ``k`` truly fastest records that the model's top ``k`` holds.
+
+    Where ``top_k_score`` asks whether the model's picks include one config as fast as the
+    best, recall asks how many of the best it would pick: a search that measures the top
+    of the model's ranking finds the few configs near the optimum only if the model ranks
+    them together at the top. Failures are never among the fastest; with fewer than ``k``
+    successful records, ``k`` is their number. nan when every record failed. Ties among
+    the costs count in the order given (stable sort).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    c = _clean_costs(costs)
+    if len(s) != len(c):
+        raise ValueError("scores and costs differ in length")
+    k = min(max(1, k), int(np.isfinite(c).sum()))
+    if k == 0:
+        return math.nan
+    fastest = set(np.argsort(c, kind="stable")[:k].tolist())
+    picked = np.argsort(-s, kind="stable")[:k].tolist()
+    return len(fastest.intersection(picked)) / k
+
+
+#: The k of the top-k recall that ``evaluate_holdout`` reports.
+RECALL_K = 10
+
+
 def evaluate_holdout(features, costs, test_fraction: float = 0.2, seed: int = 0, groups=None,
                      **model_kw) -> dict:
-    """Fit on a random part of the records, score the rest: TenSet's quality metrics.
+    """Fit on a random part of the records, score the rest: the quality metrics above.
 
-    Returns ``pairwise_accuracy``, ``top1``, ``top5`` on the held-out records (with
+    Returns ``pairwise_accuracy``, ``top1``, ``top5`` and ``recall10`` (``top_k_recall``
+    at ``RECALL_K``) on the held-out records (with
     ``groups``, the averages over groups), plus ``n_train`` and ``n_test``.
     """
     x, c = _check_xy(features, costs)
@@ -346,10 +373,12 @@ def evaluate_holdout(features, costs, test_fraction: float = 0.2, seed: int = 0,
     for gid in np.unique(g[test]):
         m = g[test] == gid
         sg, cg = scores[m], c[test][m]
-        per_group.append((pairwise_accuracy(sg, cg), top_k_score(sg, cg, 1), top_k_score(sg, cg, 5)))
-    pa, t1, t5 = (float(np.nanmean(col)) if not np.all(np.isnan(col)) else math.nan
-                  for col in np.array(per_group, dtype=np.float64).T)
-    return {"pairwise_accuracy": pa, "top1": t1, "top5": t5, "n_train": len(train), "n_test": len(test)}
+        per_group.append((pairwise_accuracy(sg, cg), top_k_score(sg, cg, 1), top_k_score(sg, cg, 5),
+                          top_k_recall(sg, cg, RECALL_K)))
+    pa, t1, t5, r10 = (float(np.nanmean(col)) if not np.all(np.isnan(col)) else math.nan
+                       for col in np.array(per_group, dtype=np.float64).T)
+    return {"pairwise_accuracy": pa, "top1": t1, "top5": t5, "recall10": r10, "n_train": len(train),
+            "n_test": len(test)}
 
 
 def learning_curve(features, costs, sizes, test_fraction: float = 0.2, splits: int = 4, **model_kw) -> dict:

@@ -134,7 +134,8 @@ def _model_quality(task: Task, result, seed: int) -> None:
     costs = np.array([t.result.cost for t in trials])
     q = evaluate_holdout(feats, costs, test_fraction=0.2, seed=seed)
     print(f"cost model on held-out records: pairwise accuracy {q['pairwise_accuracy']:.3f}, "
-          f"top-1 {q['top1']:.3f}, top-5 {q['top5']:.3f} ({q['n_train']} train / {q['n_test']} test)")
+          f"top-1 {q['top1']:.3f}, top-5 {q['top5']:.3f}, top-10 recall {q['recall10']:.3f} "
+          f"({q['n_train']} train / {q['n_test']} test)")
 
 
 if __name__ == "__main__":

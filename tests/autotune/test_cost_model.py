@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from autotune.cost_model import (
-    XGBCostModel, depth_for, evaluate_holdout, learning_curve, pairwise_accuracy, relevance, top_k_score,
+    XGBCostModel, depth_for, evaluate_holdout, learning_curve, pairwise_accuracy, relevance, top_k_recall,
+    top_k_score,
 )
 
 
@@ -32,6 +33,17 @@ def test_pairwise_accuracy_perfect_reversed_and_ties():
     assert pairwise_accuracy([3.0, 2.0, 1.0], costs) == 1.0
     assert pairwise_accuracy([1.0, 2.0, 3.0], costs) == 0.0
     assert math.isnan(pairwise_accuracy([1.0, 2.0], [1.0, 1.0]))
+
+
+def test_top_k_recall_counts_the_fastest_the_model_puts_at_its_top():
+    costs = np.array([1.0, 2.0, 3.0, 4.0, 5.0, math.inf])
+    assert top_k_recall(-costs[:5], costs[:5], 2) == 1.0
+    assert top_k_recall(costs[:5], costs[:5], 2) == 0.0            # the two slowest picked
+    assert top_k_recall([5, 1, 4, 0, 0, 9], costs, 3) == pytest.approx(2 / 3)   # picks 5 (failed), 0, 2
+    assert top_k_recall([0, 0, 0, 0, 0, 1], costs, 10) == 4 / 5   # k capped at the 5 successes
+    assert math.isnan(top_k_recall([1.0, 2.0], [math.inf, math.inf], 1))
+    with pytest.raises(ValueError, match="length"):
+        top_k_recall([1.0], [1.0, 2.0], 1)
 
 
 def test_pairwise_accuracy_counts_only_pairs_apart_when_asked():
@@ -97,6 +109,7 @@ def test_holdout_accuracy_above_0_9_with_failures():
     assert out["n_test"] == 200 and out["n_train"] == 600
     assert out["pairwise_accuracy"] > 0.9, out
     assert out["top1"] > 0.5 and out["top5"] > 0.8 and out["top5"] >= out["top1"]
+    assert 0.3 < out["recall10"] <= 1.0, out
 
 
 def test_learning_curve_rises_with_records_and_skips_sizes_beyond_the_training_part():
