@@ -77,6 +77,9 @@ def main() -> None:
             print(f"workload {wl.key} on {task.target}")
             if args.curve:
                 configs, costs = groups[POOLED]
+                if len(costs) < 10:
+                    print(f"  {len(costs)} successful records: too few for a curve")
+                    continue
                 _print_curve(f"{len(costs)} records", cache.get_many(task, configs), costs, args.curve,
                              args.splits)
                 continue
