@@ -10,10 +10,17 @@ runs slower than the run said. So at the end of a run the fastest few configs ar
 again, together, in the measuring process, in ``rounds`` rounds interleaved with the
 anchor (NumPy on the CPU): every round times the anchor and each candidate once, forward
 then backward, so that a burst of load hits them alike. A candidate's figure is the
-median of its round medians (not the fastest round: that is the lucky reading again);
-the anchor's likewise. The winner is the fastest by that figure, and the database stores
-it as a run of its own (tuner ``"final"``, the anchor's GFLOP/s on the run), which
-``Database.best`` and ``apply_best`` rank above measurements taken while searching.
+median of its round medians (not the fastest round: that is the lucky reading again).
+Its ratio to the anchor is the median over rounds of each round's ratio (``paired_ratio``),
+not the quotient of the two medians: a shared host runs slow for stretches longer than a
+round, and the two medians can come from different stretches, where each round's ratio
+compares the two under the same load. Re-timed 8-10 times in fresh processes on a noisy
+host, the paired ratio of two kernels scattered less than the quotient did, by 1.5-3x
+(``bench/RESULTS.md``). The anchor's figure beside the winner is the one that ratio implies
+(the winner's figure over its ratio), so that the figures and the ratio a run reports
+agree. The winner is the fastest by its figure, and the database stores it as a run of its
+own (tuner ``"final"``, the anchor's GFLOP/s on the run), which ``Database.best`` and
+``apply_best`` rank above measurements taken while searching.
 
 Every round also moves the arrays (``placed_copies``): a user's arrays start wherever the
 allocator put them, at any 16-byte boundary within a page, and a generated kernel that does
@@ -48,8 +55,8 @@ A noisy machine needs more rounds than a quiet one: a shared host's rounds can d
 third for a few seconds while a neighbour works, and the median of five such rounds moves by
 several percent from one process to the next. So the confirmation goes on past ``rounds``,
 up to ``max_rounds``, until the leader's figure is ``precise``: until the relative standard
-error of its ratio to the anchor, estimated from the spread of both medians' rounds, is at
-most ``precision``. A machine whose rounds scatter by about 1 % stops at ``rounds``; the
+error of its ratio to the anchor, estimated from the spread of the rounds' ratios (of its
+own rounds where there is no anchor), is at most ``precision``. A machine whose rounds scatter by about 1 % stops at ``rounds``; the
 rounds that picked the leader are not extended (they only pick it).
 
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
@@ -227,15 +234,30 @@ def fastest_in_rounds(times: InterleavedTimes, keep: int) -> list[int]:
 
 
 def precise(times: InterleavedTimes, precision: float) -> bool:
-    """Whether the fastest timed candidate's figure (its median over the anchor's, or alone
-    without an anchor) has a relative standard error of at most ``precision``; True when no
-    candidate has rounds left to time."""
+    """Whether the fastest timed candidate's figure (its ratio to the anchor, ``paired_ratio``;
+    its own median without an anchor) has a relative standard error of at most ``precision``;
+    True when no candidate has rounds left to time."""
     timed = [i for i, rounds in enumerate(times.candidates) if rounds and i not in times.errors]
     if not timed:
         return True
     leader = min(timed, key=lambda i: statistics.median(times.candidates[i]))
-    errors = [relative_error(times.candidates[leader])] + ([relative_error(times.anchor)] if times.anchor else [])
-    return sum(e * e for e in errors) ** 0.5 <= precision
+    if times.anchor:
+        return relative_error(round_ratios(times.candidates[leader], times.anchor)) <= precision
+    return relative_error(times.candidates[leader]) <= precision
+
+
+def round_ratios(candidate_rounds: list[float], anchor_rounds: list[float]) -> list[float]:
+    """The candidate's speed over the anchor's in each round both were timed in (the anchor's
+    time over the candidate's), in the order of the rounds."""
+    return [a / c for c, a in zip(candidate_rounds, anchor_rounds) if c > 0 and a > 0]
+
+
+def paired_ratio(candidate_rounds: list[float], anchor_rounds: list[float] | None) -> float | None:
+    """The candidate's speed over the anchor's: the median over rounds of each round's ratio
+    (``round_ratios``), so that a stretch of load that slows both in some rounds moves
+    neither side of any ratio; None without rounds of both."""
+    ratios = round_ratios(candidate_rounds, anchor_rounds or [])
+    return statistics.median(ratios) if ratios else None
 
 
 #: Allocators hand out blocks at 16-byte boundaries; a page holds 256 such starts.
@@ -309,7 +331,13 @@ class FinalFigures:
 
     @property
     def anchor_cost(self) -> float | None:
-        """The anchor's median beside the winner's figure."""
+        """The anchor's time beside the winner's figure, as the winner's ratio implies it (its
+        figure times its ratio: ``ratio`` is paired round by round), so that the figures a
+        run reports divide to its ratio; the anchor's median when there is no winner."""
+        winner = self.winner
+        ratio = None if winner is None else self.ratio(winner)
+        if ratio is not None:
+            return self.costs[winner] * ratio
         rounds = self.winner_anchor_rounds
         return statistics.median(rounds) if rounds else None
 
@@ -322,10 +350,11 @@ class FinalFigures:
         return self.flops / cost / 1e9 if cost else None
 
     def ratio(self, i: int) -> float | None:
-        """Candidate ``i``'s speed over the anchor's, both medians of the same rounds."""
-        anchor_rounds = self.anchor_rounds_of(i)
-        cost, anchor = self.costs[i], statistics.median(anchor_rounds) if anchor_rounds else None
-        return anchor / cost if cost and anchor else None
+        """Candidate ``i``'s speed over the anchor's in the rounds behind its figure, paired
+        round by round (``paired_ratio``); None if it failed or there is no anchor."""
+        if self.costs[i] is None:
+            return None
+        return paired_ratio(self.rounds_of(i), self.anchor_rounds_of(i))
 
 
 def pick_candidates(history, n: int) -> list[tuple[Config, float]]:

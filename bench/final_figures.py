@@ -14,7 +14,7 @@ reads the ratio it prints. Then a new process opens that database, builds the ta
 ``apply_best`` (``autotune.build``) and times the kernel and NumPy alternately: five rounds,
 and more up to fifteen until the ratio is as precise as the final timing's confirmation
 (``FinalTimingOptions.precision``), each timing both with at least 15 cache-flushed
-repeats, the ratio of their medians; the
+repeats, the ratio the median of the rounds' ratios, as the final timing's is; the
 first round takes the arrays where NumPy allocated them, later rounds copies placed anew
 (as the final timing does: a kernel's speed depends on where its arrays start). The table
 prints both ratios and how far apart they are; the goal is within 5 %.
@@ -92,16 +92,19 @@ def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path,
 def retime(op: str, params: dict, db: Path, rounds: int = 5, min_repeats: int = 15,
            min_time: float = 0.3) -> tuple[float, float, float, float, float]:
     """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio, slowest and fastest
-    round of the kernel) of the stored best, built through ``apply_best`` (``time_alternately``)."""
+    round of the kernel) of the stored best, built through ``apply_best`` (``time_alternately``).
+    As in the final timing, the ratio is the median of the rounds' ratios (``paired_ratio``)
+    and NumPy's figure the one it implies beside the kernel's median."""
     import autotune
     import tuning_db
+    from autotune.final_timing import paired_ratio
 
     task = autotune.Task(op, params, target="cpu")
     with tuning_db.Database(db, create=False) as opened:
         kernel = autotune.build(task, db=opened)
     (ours,), theirs = time_alternately(task, [kernel], rounds, min_repeats, min_time)
-    mine, numpy_s = statistics.median(ours), statistics.median(theirs)
-    return (task.flops / mine / 1e9, task.flops / numpy_s / 1e9, numpy_s / mine,
+    mine, ratio = statistics.median(ours), paired_ratio(ours, theirs)
+    return (task.flops / mine / 1e9, task.flops / (mine * ratio) / 1e9, ratio,
             task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)
 
 

@@ -171,8 +171,8 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
         pass  # nothing to compare a model's time with
     elif final is not None and final.anchor_cost:
         lines.append(f"anchor:   {final.anchor_name} {_gflops(final.anchor_gflops)} GFLOP/s; ratio "
-                     f"{final.ratio(final.winner):.3g}x (medians of the final timing's {_rounds(final)}, "
-                     f"each timing the anchor too)")
+                     f"{final.ratio(final.winner):.3g}x (the median of the two's ratio in each of the final "
+                     f"timing's {_rounds(final)})")
         if anchor.get("before") is not None:
             lines.append(f"          before tuning: {_gflops(anchor['before'])} GFLOP/s (its fastest round)")
         if anchor.get("warning"):

@@ -15,7 +15,7 @@ import autotune
 import tuning_db
 from autotune.final_timing import (
     FINAL_TUNER, FinalFigures, FinalTimingOptions, InterleavedTimes, confirm_leader, fastest_in_rounds,
-    interleaved_rounds, pick_candidates, relative_error,
+    interleaved_rounds, paired_ratio, pick_candidates, relative_error,
 )
 from autotune.loop import Trial
 from autotune.measure import MeasureResult, Status
@@ -119,6 +119,10 @@ def test_a_quiet_timing_stops_at_its_rounds_and_a_noisy_one_goes_on_to_the_limit
     noisy_anchor = interleaved_rounds(1, lambda i: 1.0, _scripted([2.0, 2.6, 1.6, 2.4, 1.8] * 3), rounds=3,
                                       sleep=lambda s: None, max_rounds=9, precision=0.01)
     assert len(noisy_anchor.candidates[0]) == 9
+    # load that slows the candidate and the anchor alike in a round leaves their ratio steady
+    shared = interleaved_rounds(1, _scripted([1.0, 1.5, 0.8, 1.2] * 3), _scripted([2.0, 3.0, 1.6, 2.4] * 3),
+                                rounds=3, sleep=lambda s: None, max_rounds=9, precision=0.01)
+    assert len(shared.candidates[0]) == 3
     # without a precision the rounds are what was asked, noisy or not
     assert len(interleaved_rounds(1, _scripted([1.0, 1.3, 0.8] * 3), None, rounds=3,
                                   sleep=lambda s: None, max_rounds=9).candidates[0]) == 3
@@ -241,8 +245,22 @@ def test_the_figure_is_the_median_of_the_rounds_not_the_fastest_and_the_winner_i
     assert figures.costs == [3.0, 2.0]
     assert figures.winner == 1
     assert figures.anchor_cost == 4.0
-    assert figures.ratio(1) == pytest.approx(2.0) and figures.ratio(0) == pytest.approx(4.0 / 3.0)
+    # each round's ratio (4/1, 4/3, 5/3 and 4/2, 4/2, 5/2), their median
+    assert figures.ratio(1) == pytest.approx(2.0) and figures.ratio(0) == pytest.approx(5.0 / 3.0)
     assert figures.gflops(1) == pytest.approx(1.0) and figures.anchor_gflops == pytest.approx(0.5)
+
+
+def test_the_ratio_pairs_the_rounds_so_a_slow_stretch_between_the_two_timings_does_not_move_it():
+    # The host slowed down by half between the candidate's and the anchor's timing in round 2
+    # and stayed slow: the median of the anchor's rounds comes from the slow stretch and the
+    # candidate's from the fast one (their quotient: 4x); each round compares like with like.
+    figures = _figures([[1.0, 1.0, 1.0, 2.0, 2.0]], anchor=[2.0, 2.0, 4.0, 4.0, 4.0])
+    assert figures.ratio(0) == pytest.approx(2.0)
+    assert paired_ratio([1.0, 1.0, 1.0, 2.0, 2.0], [2.0, 2.0, 4.0, 4.0, 4.0]) == pytest.approx(2.0)
+    # the anchor figure reported beside the winner is the one its ratio implies
+    assert figures.anchor_cost == pytest.approx(2.0)
+    assert figures.gflops(0) / figures.anchor_gflops == pytest.approx(figures.ratio(0))
+    assert paired_ratio([1.0], None) is None and paired_ratio([], [1.0]) is None
 
 
 def test_a_failed_candidate_has_no_figure_and_cannot_win():

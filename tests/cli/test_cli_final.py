@@ -25,8 +25,8 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
     screened = re.search(r"^ +\(chosen from the search's (\d+) fastest configs by screening rounds\)$", out, re.M)
     winner_line = next(line for line in final_lines if line[0] == "*")
     assert winner_line[1] == best.group(2) and winner_line[3]  # the winner's figure is its confirmation
-    ratio = re.search(r"^anchor: +NumPy ([\d.e+-]+) GFLOP/s; ratio ([\d.e+-]+)x \(medians of the final timing's "
-                      r"(\d+) interleaved rounds \(timed again after it led\), each timing the anchor too\)$", out, re.M)
+    ratio = re.search(r"^anchor: +NumPy ([\d.e+-]+) GFLOP/s; ratio ([\d.e+-]+)x \(the median of the two's ratio in "
+                      r"each of the final timing's (\d+) interleaved rounds \(timed again after it led\)\)$", out, re.M)
     assert ratio, out
     assert ratio.group(3) == best.group(3)
     assert ratio.group(2) == winner_line[2]

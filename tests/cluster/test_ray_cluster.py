@@ -139,7 +139,7 @@ def test_the_command_line_tunes_on_the_cluster(ray_cluster, tmp_path):
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert proc.returncode == 0, proc.stderr
     # The final timing runs on one node, with NumPy timed there: the only anchor of a cluster run.
-    assert re.search(r"^anchor: +NumPy [\d.e+-]+ GFLOP/s; ratio [\d.e+-]+x \(medians of the final timing's",
+    assert re.search(r"^anchor: +NumPy [\d.e+-]+ GFLOP/s; ratio [\d.e+-]+x \(the median of the two's ratio in each of the final timing's",
                      proc.stdout, re.M), proc.stdout
     assert len(re.findall(r"^(?:final: +| +)[* ] [0-9a-f]{16}  searching", proc.stdout, re.M)) == 5
     with Database(db_path) as db:
