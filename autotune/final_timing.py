@@ -56,8 +56,9 @@ third for a few seconds while a neighbour works, and the median of five such rou
 several percent from one process to the next. So the confirmation goes on past ``rounds``,
 up to ``max_rounds``, until the leader's figure is ``precise``: until the relative standard
 error of its ratio to the anchor, estimated from the spread of the rounds' ratios (of its
-own rounds where there is no anchor), is at most ``precision``. A machine whose rounds scatter by about 1 % stops at ``rounds``; the
-rounds that picked the leader are not extended (they only pick it).
+own rounds where there is no anchor), is at most ``precision``. A machine whose rounds
+scatter by about 1 % stops at ``rounds``; the rounds that picked the leader are not
+extended (they only pick it).
 
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
 drive); the measuring process (``runner_worker``) runs it on real kernels.
@@ -326,7 +327,7 @@ class FinalFigures:
 
     @property
     def winner_anchor_rounds(self) -> list[float] | None:
-        """The anchor's round medians timed beside the winner's figure (the reported anchor)."""
+        """The anchor's round medians timed beside the winner's figure (its ratio pairs them)."""
         return self.anchor_rounds if self.winner is None else self.anchor_rounds_of(self.winner)
 
     @property
