@@ -351,6 +351,15 @@ def top_k_recall(scores, costs, k: int) -> float:
 RECALL_K = 10
 
 
+def _holdout_split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random split of ``n`` records, seeded: (held-out indices, the rest)."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = max(1, int(round(n * test_fraction)))
+    return perm[:n_test], perm[n_test:]
+
+
 def evaluate_holdout(features, costs, test_fraction: float = 0.2, seed: int = 0, groups=None,
                      **model_kw) -> dict:
     """Fit on a random part of the records, score the rest: the quality metrics above.
@@ -360,12 +369,7 @@ def evaluate_holdout(features, costs, test_fraction: float = 0.2, seed: int = 0,
     ``groups``, the averages over groups), plus ``n_train`` and ``n_test``.
     """
     x, c = _check_xy(features, costs)
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(len(c))
-    n_test = max(1, int(round(len(c) * test_fraction)))
-    test, train = perm[:n_test], perm[n_test:]
+    test, train = _holdout_split(len(c), test_fraction, seed)
     g = np.zeros(len(c), dtype=np.int64) if groups is None else _dense_groups(groups)
     model = XGBCostModel(seed=seed, **model_kw).fit(x[train], c[train], g[train])
     scores = model.predict(x[test]) if model.fitted else np.zeros(len(test))
@@ -392,16 +396,11 @@ def learning_curve(features, costs, sizes, test_fraction: float = 0.2, splits: i
     the features (or the labels' noise) are the limit. Returns ``{n: mean accuracy}``.
     """
     x, c = _check_xy(features, costs)
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    n_test = max(1, int(round(len(c) * test_fraction)))
-    usable = sorted({int(n) for n in sizes if 2 <= int(n) <= len(c) - n_test})
-    accuracy: dict[int, list[float]] = {n: [] for n in usable}
+    accuracy: dict[int, list[float]] = {}
     for seed in range(splits):
-        perm = np.random.default_rng(seed).permutation(len(c))
-        test, rest = perm[:n_test], perm[n_test:]
-        for n in usable:
+        test, rest = _holdout_split(len(c), test_fraction, seed)
+        for n in sorted({int(n) for n in sizes if 2 <= int(n) <= len(rest)}):
             model = XGBCostModel(seed=seed, **model_kw).fit(x[rest[:n]], c[rest[:n]])
-            scores = model.predict(x[test]) if model.fitted else np.zeros(n_test)
-            accuracy[n].append(pairwise_accuracy(scores, c[test]))
+            scores = model.predict(x[test]) if model.fitted else np.zeros(len(test))
+            accuracy.setdefault(n, []).append(pairwise_accuracy(scores, c[test]))
     return {n: float(np.nanmean(a)) for n, a in accuracy.items()}

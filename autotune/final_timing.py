@@ -353,9 +353,7 @@ class FinalFigures:
     def ratio(self, i: int) -> float | None:
         """Candidate ``i``'s speed over the anchor's in the rounds behind its figure, paired
         round by round (``paired_ratio``); None if it failed or there is no anchor."""
-        if self.costs[i] is None:
-            return None
-        return paired_ratio(self.rounds_of(i), self.anchor_rounds_of(i))
+        return None if i in self.errors else paired_ratio(self.rounds_of(i), self.anchor_rounds_of(i))
 
 
 def pick_candidates(history, n: int) -> list[tuple[Config, float]]:

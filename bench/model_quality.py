@@ -123,11 +123,11 @@ def _recordings(splits: int, curve: list[int] | None = None) -> None:
             print(f"{name:<12} (no recording)")
             continue
         configs = [c for c in recording.configs() if recording.get(c).ok]
+        costs = [recording.get(c).cost for c in configs]
         if curve:
-            _print_curve(name, cache.get_many(recording.task, configs),
-                         [recording.get(c).cost for c in configs], curve, splits)
+            _print_curve(name, cache.get_many(recording.task, configs), costs, curve, splits)
             continue
-        q = _quality(cache, recording.task, configs, [recording.get(c).cost for c in configs], splits)
+        q = _quality(cache, recording.task, configs, costs, splits)
         print(f"{name:<12} {len(configs):>5} {q['pairwise_accuracy']:>9.3f} {q['top1']:>6.3f} {q['top5']:>6.3f} "
               f"{q['recall10']:>6.3f}", flush=True)
     cache.close()
