@@ -60,12 +60,23 @@ own rounds where there is no anchor), is at most ``precision``. A machine whose 
 scatter by about 1 % stops at ``rounds``; the rounds that picked the leader are not
 extended (they only pick it).
 
+The ratio comes with its interval (``FinalFigures.ratio_interval``): a distribution-free
+90 % confidence interval of the median of the rounds' ratios (``median_interval``), printed
+and stored beside it. On a shared host the ratio itself moves with the load, not only its
+reading: load does not slow two libraries alike (they share their work between the threads
+differently, and lean on different parts of the core), so two timings minutes apart can
+differ by more than any pairing of rounds cancels (``bench/RESULTS.md``). The interval says how
+far apart the rounds of this timing were, and a ratio whose interval reaches more than
+``RATIO_TOLERANCE`` (5 %) to either side is reported with a warning, rather than as a
+figure a re-timing will reproduce.
+
 ``interleaved_rounds`` is the protocol apart from any process or clock (what the tests
 drive); the measuring process (``runner_worker``) runs it on real kernels.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import statistics
 import time
@@ -253,6 +264,33 @@ def round_ratios(candidate_rounds: list[float], anchor_rounds: list[float]) -> l
     return [a / c for c, a in zip(candidate_rounds, anchor_rounds) if c > 0 and a > 0]
 
 
+#: The confidence of the interval a final figure's ratio is given with.
+RATIO_CONFIDENCE = 0.9
+#: A ratio whose interval reaches further than this share of it to either side is reported
+#: with a warning: a re-timing may differ by more than the 5 % a figure should hold to.
+RATIO_TOLERANCE = 0.05
+
+
+def median_interval(samples: list[float], confidence: float = RATIO_CONFIDENCE) -> tuple[float, float] | None:
+    """A distribution-free confidence interval for the median that ``samples`` estimate:
+    the k-th smallest and the k-th largest of them, k the largest for which the chance
+    that fewer than k samples fall below the median (a binomial count with p = 1/2) is at
+    most half of ``1 - confidence``. None when there are too few samples for that
+    confidence (fewer than 5 at 90 %). It assumes nothing about the samples' distribution,
+    so a round spoiled by a burst of load widens it by one rank only; it does assume the
+    samples independent, and rounds that share a slow stretch of minutes make it narrower
+    than the truth."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    ordered = sorted(samples)
+    n = len(ordered)
+    tail, below, k = (1 - confidence) / 2, 0.0, 0
+    while k < n // 2 and below + math.comb(n, k) / 2 ** n <= tail:
+        below += math.comb(n, k) / 2 ** n
+        k += 1
+    return (ordered[k - 1], ordered[n - k]) if k else None
+
+
 def paired_ratio(candidate_rounds: list[float], anchor_rounds: list[float] | None) -> float | None:
     """The candidate's speed over the anchor's: the median over rounds of each round's ratio
     (``round_ratios``), so that a stretch of load that slows both in some rounds moves
@@ -355,6 +393,23 @@ class FinalFigures:
         round by round (``paired_ratio``); None if it failed or there is no anchor."""
         return None if i in self.errors else paired_ratio(self.rounds_of(i), self.anchor_rounds_of(i))
 
+    def ratio_interval(self, i: int, confidence: float = RATIO_CONFIDENCE) -> tuple[float, float] | None:
+        """The ``confidence`` interval of candidate ``i``'s ratio (``median_interval`` of its
+        rounds' ratios): where a re-timing of the two is expected to land. None without
+        enough rounds of both, or if it failed."""
+        if i in self.errors:
+            return None
+        return median_interval(round_ratios(self.rounds_of(i), self.anchor_rounds_of(i) or []), confidence)
+
+    def ratio_uncertain(self, i: int) -> bool:
+        """Whether candidate ``i``'s ratio interval reaches more than ``RATIO_TOLERANCE`` of
+        its ratio to either side (or there is none): its figure may not be reproducible
+        within that tolerance."""
+        ratio, interval = self.ratio(i), self.ratio_interval(i)
+        if ratio is None:
+            return False
+        return interval is None or max(ratio - interval[0], interval[1] - ratio) > RATIO_TOLERANCE * ratio
+
 
 def pick_candidates(history, n: int) -> list[tuple[Config, float]]:
     """The ``n`` fastest distinct configs among the ok trials of ``history`` (config, search cost)."""
@@ -448,13 +503,15 @@ def _failure_status(error: str) -> Status:
 
 def store_final(db, task, target, figures: FinalFigures, tool_version: str) -> int:
     """Store ``figures`` as a run of tuner ``FINAL_TUNER``: one record per candidate
-    (``FinalFigures.result``), the anchor's GFLOP/s on the run. Returns the run's id."""
+    (``FinalFigures.result``), the anchor's GFLOP/s and the interval of the winner's ratio
+    to it on the run. Returns the run's id."""
     from .loop import Trial
     from .tuning import record_of
 
     run_id = db.start_run(task.key, task.workload_name, task.params, target, FINAL_TUNER, None, len(figures.configs),
                           tool_version, dag_json=task.dag_json, dag_hash=task.workload.dag_hash,
-                          anchor_gflops=figures.anchor_gflops)
+                          anchor_gflops=figures.anchor_gflops,
+                          ratio_interval=None if figures.winner is None else figures.ratio_interval(figures.winner))
     db.add_records(run_id, [record_of(task, target, Trial(i, config, figures.result(i)), tool_version)
                             for i, config in enumerate(figures.configs)])
     db.finish_run(run_id, "finished")

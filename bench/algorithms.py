@@ -93,7 +93,7 @@ def measure(op: str, params: dict, trials: int, seed: int) -> tuple[float, float
     env = fresh_process_env()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "algorithms.db"
-        cli_ratio, best, _, wall = tune(op, params, trials, seed, 5, db, env)
+        cli_ratio, best, _, wall, _ = tune(op, params, trials, seed, 5, db, env)
         proc = subprocess.run([sys.executable, __file__, op, "--params-json", json.dumps(params), "--retime", str(db)],
                               capture_output=True, text=True, env=env)
         if proc.returncode != 0:

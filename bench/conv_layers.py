@@ -117,8 +117,8 @@ def main() -> None:
             if len(args.algorithm) > 1:
                 name = f"{name} {algorithm}"
             db = folder / f"{name.replace(' ', '_')}.db"
-            _, cli_ours, cli_anchor, wall = tune(op, params, args.trials, args.seed, 5, db, env)
-            ours, theirs, ratio, slowest, fastest = retime_in_fresh_process(op, params, db, env)
+            _, cli_ours, cli_anchor, wall, _ = tune(op, params, args.trials, args.seed, 5, db, env)
+            ours, theirs, ratio, slowest, fastest, *_ = retime_in_fresh_process(op, params, db, env)
             won = winning_algorithm(op, params, db)
             again = measure_cpu_peak(facts)
             peak = again if again.gflops > peak.gflops else peak

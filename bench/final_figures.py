@@ -17,7 +17,10 @@ and more up to fifteen until the ratio is as precise as the final timing's confi
 repeats, the ratio the median of the rounds' ratios, as the final timing's is; the
 first round takes the arrays where NumPy allocated them, later rounds copies placed anew
 (as the final timing does: a kernel's speed depends on where its arrays start). The table
-prints both ratios and how far apart they are; the goal is within 5 %.
+prints both ratios and how far apart they are; the goal is within 5 %. Beside each ratio it
+prints its 90 % interval from the rounds' ratios (``autotune.final_timing.median_interval``)
+and, at the end, how many re-timed ratios fell inside the command line's interval: on a host
+whose speed moves between minutes, the intervals say so where the gap alone does not.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ from anchor import blas_description, reexec_without_blas_overrides  # noqa: E402
 RATIO = re.compile(r"ratio ([0-9.]+)x")
 BEST = re.compile(r"^best: +([0-9.e+]+) GFLOP/s", re.M)
 ANCHOR = re.compile(r"^anchor: +.*? ([0-9][0-9.e+]*) GFLOP/s", re.M)  # NumPy, or PyTorch for conv2d
+INTERVAL = re.compile(r"^ +\d+% interval of the ratio: ([0-9.e+]+)-([0-9.e+]+)x", re.M)
 
 
 #: The ops this bench tunes: the command line's own defaults (dense: with bias and relu, its
@@ -64,11 +68,11 @@ def cli_options(params: dict) -> list[str]:
     return out
 
 
-def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path,
-         env: dict, rounds: int | None = None, tuner: str | None = None) -> tuple[float, float, float, float]:
+def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path, env: dict,
+         rounds: int | None = None, tuner: str | None = None) -> tuple[float, float, float, float, tuple | None]:
     """Run the command line (``rounds``, ``tuner``: its ``--rounds`` and ``--tuner``, None for
     its defaults); (the ratio it printed, its GFLOP/s for the best and for NumPy, its wall
-    time in seconds)."""
+    time in seconds, the ratio's interval it printed or None)."""
     cmd = [sys.executable, "-m", "autotune.cli", op, *cli_options(params),
            "--trials", str(trials), "--seed", str(seed), "--final", str(final), "--db", str(db), "--no-progress",
            *(["--rounds", str(rounds)] if rounds is not None else []),
@@ -86,26 +90,30 @@ def tune(op: str, params: dict, trials: int, seed: int, final: int, db: Path,
     chosen = re.search(r"^ +decisions \(what the config asks for\):\n +(.*)$", proc.stdout, re.M)
     print(f"<!-- seed {seed}: {spent.group(1) if spent else '?'}; best: {chosen.group(1) if chosen else '?'} -->",
           flush=True)
-    return found[-1], float(best.group(1)), float(numpy_gflops.group(1)), wall
+    interval = INTERVAL.search(proc.stdout)
+    return (found[-1], float(best.group(1)), float(numpy_gflops.group(1)), wall,
+            (float(interval.group(1)), float(interval.group(2))) if interval else None)
 
 
 def retime(op: str, params: dict, db: Path, rounds: int = 5, min_repeats: int = 15,
-           min_time: float = 0.3) -> tuple[float, float, float, float, float]:
+           min_time: float = 0.3) -> tuple[float, float, float, float, float, float, float]:
     """In this (fresh) process: (kernel GFLOP/s, NumPy GFLOP/s, ratio, slowest and fastest
-    round of the kernel) of the stored best, built through ``apply_best`` (``time_alternately``).
+    round of the kernel, the ratio's 90 % interval: low, high (nan without one)) of the stored
+    best, built through ``apply_best`` (``time_alternately``).
     As in the final timing, the ratio is the median of the rounds' ratios (``paired_ratio``)
     and NumPy's figure the one it implies beside the kernel's median."""
     import autotune
     import tuning_db
-    from autotune.final_timing import paired_ratio
+    from autotune.final_timing import median_interval, paired_ratio, round_ratios
 
     task = autotune.Task(op, params, target="cpu")
     with tuning_db.Database(db, create=False) as opened:
         kernel = autotune.build(task, db=opened)
     (ours,), theirs = time_alternately(task, [kernel], rounds, min_repeats, min_time)
     mine, ratio = statistics.median(ours), paired_ratio(ours, theirs)
+    interval = median_interval(round_ratios(ours, theirs)) or (float("nan"), float("nan"))
     return (task.flops / mine / 1e9, task.flops / (mine * ratio) / 1e9, ratio,
-            task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9)
+            task.flops / max(ours) / 1e9, task.flops / min(ours) / 1e9, *interval)
 
 
 def time_alternately(task, kernels: list, rounds: int = 5, min_repeats: int = 15,
@@ -206,10 +214,10 @@ def main() -> None:
           f"{'' if args.tuner is None else f', --tuner {args.tuner}'}; "
           f"NumPy: {blas_description()}")
     env = fresh_process_env()
-    print("| seed | CLI GFLOP/s (ours / NumPy) | CLI ratio | re-timed GFLOP/s (ours / NumPy) "
-          "| ours, slowest-fastest round | re-timed ratio | CLI vs re-timed | tuning wall |")
+    print("| seed | CLI GFLOP/s (ours / NumPy) | CLI ratio (90% interval) | re-timed GFLOP/s (ours / NumPy) "
+          "| ours, slowest-fastest round | re-timed ratio (90% interval) | CLI vs re-timed | tuning wall |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    gaps = []
+    gaps, inside = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) if args.keep is None else args.keep
         folder.mkdir(parents=True, exist_ok=True)
@@ -218,15 +226,24 @@ def main() -> None:
             parser.error(f"--keep: {', '.join(taken)} exist already")
         for seed in args.seeds:
             db = folder / f"seed{seed}.db"
-            reported, cli_ours, cli_numpy, wall = tune(args.op, params, args.trials, seed, args.final, db, env,
-                                                     args.rounds, args.tuner)
-            ours, numpy_gflops, ratio, slowest, fastest = retime_in_fresh_process(args.op, params, db, env)
+            reported, cli_ours, cli_numpy, wall, cli_interval = tune(args.op, params, args.trials, seed, args.final,
+                                                                   db, env, args.rounds, args.tuner)
+            ours, numpy_gflops, ratio, slowest, fastest, low, high = retime_in_fresh_process(args.op, params, db, env)
             gap = reported / ratio - 1.0
             gaps.append(abs(gap))
-            print(f"| {seed} | {cli_ours:.1f} / {cli_numpy:.1f} | {reported:.3f}x | {ours:.1f} / {numpy_gflops:.1f} | "
-                  f"{slowest:.0f}-{fastest:.0f} | "
-                  f"{ratio:.3f}x | {gap:+.1%} | {wall:.0f} s |", flush=True)
-    print(f"largest gap: {max(gaps):.1%} (goal: within 5%)")
+            inside += cli_interval is not None and cli_interval[0] <= ratio <= cli_interval[1]
+            print(f"| {seed} | {cli_ours:.1f} / {cli_numpy:.1f} | {reported:.3f}x ({_span(cli_interval)}) | "
+                  f"{ours:.1f} / {numpy_gflops:.1f} | {slowest:.0f}-{fastest:.0f} | "
+                  f"{ratio:.3f}x ({_span((low, high))}) | {gap:+.1%} | {wall:.0f} s |", flush=True)
+    print(f"largest gap: {max(gaps):.1%} (goal: within 5%); re-timed ratio inside the command line's "
+          f"90% interval: {inside} of {len(gaps)}")
+
+
+def _span(interval) -> str:
+    """An interval as "low-high", or "none"."""
+    if interval is None or any(x != x for x in interval):  # nan: too few rounds
+        return "none"
+    return f"{interval[0]:.3f}-{interval[1]:.3f}"
 
 
 if __name__ == "__main__":

@@ -82,8 +82,8 @@ def main() -> None:
         for name in args.only:
             op, params, goal = WORKLOADS[name]
             db = Path(tmp) / f"{name}.db"
-            reported, _, _, wall = tune(op, params, args.trials, args.seed, 5, db, env)
-            ours, numpy_gflops, ratio, _, _ = retime_in_fresh_process(op, params, db, env)
+            reported, _, _, wall, _ = tune(op, params, args.trials, args.seed, 5, db, env)
+            ours, numpy_gflops, ratio, *_ = retime_in_fresh_process(op, params, db, env)
             peak, unfused = intermediate_memory(op, params, db)
             shape = " ".join(f"{k}={v}" for k, v in params.items())
             print(f"| {name} {shape} | {reported:.3f}x | {ours:.1f} / {numpy_gflops:.1f} | {ratio:.3f}x | "

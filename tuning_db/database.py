@@ -55,7 +55,7 @@ from .location import describe, prepare_sqlite_file, require_sqlite_file, resolv
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
 from .records import (
     ERROR_STATUSES, FINAL_TUNER, MeasureRecord, RunInfo, TargetInfo, TargetSummary, WorkloadSummary,
-    check_run_status, default_tool_version, utc_now,
+    check_ratio_interval, check_run_status, default_tool_version, utc_now,
 )
 from .rows import TargetFilter
 from .schema import ensure_schema, stored_version
@@ -159,18 +159,23 @@ class Database:
                   tuner: str, seed: int | None, trials_requested: int,
                   tool_version: str | None = None, *, resumed_from: int | None = None,
                   baseline_gflops: float | None = None, dag_json: str | None = None,
-                  dag_hash: str | None = None, anchor_gflops: float | None = None) -> int:
+                  dag_hash: str | None = None, anchor_gflops: float | None = None,
+                  ratio_interval: tuple[float, float] | None = None) -> int:
         """Open a tuning run (status "running") of this process, creating the workload and target
         rows if new. A resumed run names the run it continues and the best GFLOP/s stored before
         it (``best_so_far`` starts from it). ``dag_json`` (with its ``dag_hash``) is the
         workload's DAG as te.serialize JSON, stored with the workload unless it has one already.
-        ``anchor_gflops``: a final timing run's anchor figure (``autotune.final_timing``)."""
+        ``anchor_gflops``: a final timing run's anchor figure (``autotune.final_timing``);
+        ``ratio_interval``: its (low, high) 90 % confidence interval of the winner's speed ratio
+        to the anchor, two finite positive numbers with low <= high (read back as the run's
+        ``ratio_low`` and ``ratio_high``)."""
         if not isinstance(target, TargetInfo):
             raise ValueError(f"start_run needs a TargetInfo, got {target!r}")
         if not isinstance(params, dict):
             raise ValueError(f"start_run needs the workload params as a dict, got {params!r}")
         if (dag_json is None) != (dag_hash is None):
             raise ValueError("start_run needs dag_json and dag_hash together")
+        ratio_low, ratio_high = check_ratio_interval(ratio_interval, "start_run's ratio_interval") or (None, None)
         with self._writing() as s:
             wl = rows.get_or_create_workload(s, workload_key, workload_name, params)
             tg = rows.get_or_create_target(s, target)
@@ -183,7 +188,7 @@ class Database:
                          started_at=now, finished_at=None, status="running",
                          pid=os.getpid(), host=this_host(), heartbeat_at=now,
                          resumed_from=resumed_from, baseline_gflops=baseline_gflops,
-                         anchor_gflops=anchor_gflops)
+                         anchor_gflops=anchor_gflops, ratio_low=ratio_low, ratio_high=ratio_high)
             s.add(run)
             s.flush()
             return run.id
@@ -344,7 +349,8 @@ class Database:
                         finished_at=run.finished_at, status=run.status,
                         n_records=n, n_ok=int(n_ok), best_gflops=best, pid=run.pid, host=run.host,
                         heartbeat_at=run.heartbeat_at, resumed_from=run.resumed_from,
-                        baseline_gflops=run.baseline_gflops, anchor_gflops=run.anchor_gflops)
+                        baseline_gflops=run.baseline_gflops, anchor_gflops=run.anchor_gflops,
+                        ratio_low=run.ratio_low, ratio_high=run.ratio_high)
                 for run, wl, tg, n, n_ok, best in s.execute(query)
             ]
 

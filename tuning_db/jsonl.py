@@ -4,7 +4,8 @@
      "workload": {"key": ..., "name": ..., "params": {...}},
      "target": {"kind": ..., "device": ..., "compiler": ..., "flags": ..., "host": ...},
      "run": {"tuner": ..., "seed": ..., "trials_requested": ..., "tool_version": ...,
-             "started_at": ..., "finished_at": ..., "status": ..., "anchor_gflops": ...},
+             "started_at": ..., "finished_at": ..., "status": ..., "anchor_gflops": ...,
+             "ratio_interval": [low, high] or null},
      "trial": 0, "config": {...}, "config_hash": ..., "status": "ok", "costs": [...],
      "median_s": ..., "spread": ..., "gflops": ..., "build_s": ..., "run_s": ...,
      "error": null, "created_at": "2025-01-01T12:00:00.123456+00:00", "tool_version": ...}
@@ -37,7 +38,7 @@ from . import rows
 from .engine import IMPORT_LOCK, serialize
 from .errors import DatabaseError, RecordFormatError
 from .models import RecordRow, RunRow, TargetRow, WorkloadRow
-from .records import MeasureRecord, TargetInfo, as_utc, check_run_status
+from .records import MeasureRecord, TargetInfo, as_utc, check_ratio_interval, check_run_status
 
 FORMAT = "autotune-record"
 VERSION = 1
@@ -65,6 +66,8 @@ def record_to_json(record: MeasureRecord, run: RunRow, dag_json: str | None = No
             "finished_at": run.finished_at.isoformat() if run.finished_at else None,
             "status": run.status,
             "anchor_gflops": run.anchor_gflops,  # a final timing run's anchor; optional on import
+            # and its 90 % interval of the winner's ratio to the anchor (or null); optional on import
+            "ratio_interval": None if run.ratio_low is None else [run.ratio_low, run.ratio_high],
         },
     }
     line.update({name: getattr(record, name) for name in _RECORD_FIELDS})
@@ -100,6 +103,7 @@ class _RunFields:
     finished_at: datetime | None
     status: str
     anchor_gflops: float | None = None
+    ratio_interval: tuple[float, float] | None = None
 
 
 def import_jsonl(db, source: str | os.PathLike | IO[str]) -> int:
@@ -170,10 +174,12 @@ class _Importer:
             run = self.s.scalars(select(RunRow).filter_by(
                 workload_id=wl.id, target_id=tg.id, tuner=f.tuner, seed=f.seed, started_at=f.started_at)).first()
         if run is None:
+            low, high = f.ratio_interval or (None, None)
             run = RunRow(workload_id=wl.id, target_id=tg.id, tuner=f.tuner, seed=f.seed,
                          trials_requested=f.trials_requested, tool_version=f.tool_version,
                          started_at=f.started_at or first.created_at, finished_at=f.finished_at,
-                         status=f.status, anchor_gflops=f.anchor_gflops)
+                         status=f.status, anchor_gflops=f.anchor_gflops,
+                         ratio_low=low, ratio_high=high)
             self.s.add(run)
             self.s.flush()
         self.runs[key] = run
@@ -234,6 +240,7 @@ def _run_fields(run: dict, record: MeasureRecord) -> _RunFields:
     anchor = run.get("anchor_gflops")
     if anchor is not None and (isinstance(anchor, bool) or not isinstance(anchor, (int, float)) or anchor <= 0):
         raise ValueError(f"field 'run.anchor_gflops' must be a positive number or null, got {anchor!r}")
+    interval = check_ratio_interval(run.get("ratio_interval"), "field 'run.ratio_interval'")
     return _RunFields(
         tuner=str(run.get("tuner", "imported")),
         seed=seed,
@@ -243,6 +250,7 @@ def _run_fields(run: dict, record: MeasureRecord) -> _RunFields:
         finished_at=_timestamp(finished, "run.finished_at") if finished is not None else None,
         status=check_run_status(run.get("status", "finished")),
         anchor_gflops=None if anchor is None else float(anchor),
+        ratio_interval=interval,
     )
 
 

@@ -33,7 +33,9 @@ from .records import RUN_STATUSES, STATUSES, canonical_json
 #   2  tuning_runs: pid, host, heartbeat_at (stale-run detection), resumed_from, baseline_gflops
 #   3  workloads: dag_json, dag_hash, dag_stored_at (the workload's DAG, so any process can rebuild it)
 #   4  records: the status "worker_lost" (a build or measurement whose machine went away)
-SCHEMA_VERSION = 5
+#   5  tuning_runs: anchor_gflops (a final timing run's anchor)
+#   6  tuning_runs: ratio_low, ratio_high (a final timing run's interval of its winner's ratio to the anchor)
+SCHEMA_VERSION = 6
 
 
 class JSONText(TypeDecorator):
@@ -148,6 +150,10 @@ class RunRow(Base):
     # Since version 5: a final timing run (tuner "final"): the anchor's GFLOP/s, timed in the
     # same interleaved rounds as the run's records (None without an anchor, and on other runs).
     anchor_gflops: Mapped[float | None] = mapped_column(Double)
+    # Since version 6: a final timing run: the 90 % confidence interval of its winner's speed
+    # ratio to the anchor, from the rounds' ratios (None without an anchor, and on other runs).
+    ratio_low: Mapped[float | None] = mapped_column(Double)
+    ratio_high: Mapped[float | None] = mapped_column(Double)
 
 
 class RecordRow(Base):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -108,6 +109,23 @@ def check_run_status(status: str) -> str:
     if status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r}; expected one of {', '.join(RUN_STATUSES)}")
     return status
+
+
+def check_ratio_interval(interval, what: str = "ratio_interval") -> tuple[float, float] | None:
+    """A final timing run's 90 % interval of its winner's ratio to the anchor as (low, high)
+    floats, or None; anything else (not two finite positive numbers with low <= high) is a
+    ValueError naming ``what``, so that no stored interval is empty, inverted or infinite."""
+    if interval is None:
+        return None
+    try:
+        low, high = interval
+    except (TypeError, ValueError):
+        low = high = None
+    real = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (low, high))
+    if not real or not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+        raise ValueError(f"{what} must be two finite positive numbers [low, high] with low <= high, "
+                         f"or none; got {interval!r}")
+    return float(low), float(high)
 
 
 def truncate_error(text: str | None) -> str | None:
@@ -264,6 +282,8 @@ class RunInfo:
     resumed_from: int | None = None        # the run a resumed run continues
     baseline_gflops: float | None = None   # a resumed run: the best stored before it began
     anchor_gflops: float | None = None     # a final timing run: the anchor, timed with its records
+    ratio_low: float | None = None         # a final timing run: the 90 % interval of its winner's
+    ratio_high: float | None = None        # ratio to the anchor
 
     def state(self, **kwargs) -> str:
         """The status, or "stale" for a "running" run whose process is gone (``liveness.run_state``,

@@ -72,6 +72,11 @@ def _v4_to_v5(conn: Connection) -> None:
     _add_columns(conn, "tuning_runs", {"anchor_gflops": Double()})
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """Final timing runs keep the interval of the winner's ratio to the anchor."""
+    _add_columns(conn, "tuning_runs", {"ratio_low": Double(), "ratio_high": Double()})
+
+
 def _replace_sqlite_check(conn: Connection, table: str, name: str, check: str) -> None:
     """Give ``table``'s CHECK constraint ``name`` the condition ``check``, in place.
 
@@ -96,7 +101,8 @@ def _replace_sqlite_check(conn: Connection, table: str, name: str, check: str) -
 
 
 # MIGRATIONS[v] upgrades a version-v database to version v+1.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
+                                                   5: _v5_to_v6}
 
 
 def ensure_schema(reader: Engine, writer: Engine, where: str) -> None:

@@ -72,6 +72,8 @@ def _cell(value) -> str:
         return _when(value)
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    if isinstance(value, tuple):    # an interval (low, high): "1.08-1.21"
+        return "-".join(f"{v:.3g}" for v in value)
     return str(value)
 
 
@@ -138,7 +140,9 @@ def runs_cmd(db_url, workload, target, as_json):
     Each run with its workload, target, tuner, seed, status, records stored, trials
     requested, ok records, best GFLOP/s, start and last stored batch. A run of tuner
     "final" holds the final timing of the run before it (its fastest configs timed again,
-    interleaved with the anchor) and the anchor's GFLOP/s from those rounds.
+    interleaved with the anchor) and the anchor's GFLOP/s from those rounds. A final run
+    also gives the 90 % interval of its winner's ratio to the anchor, from the rounds'
+    ratios ("1.08-1.21"; in JSON [low, high]).
 
     A run whose process was killed still says "running" in the database; it is listed
     as "stale" (its process is gone from this host, or, run elsewhere, it has stored
@@ -150,9 +154,10 @@ def runs_cmd(db_url, workload, target, as_json):
     with opt.open_db(db_url, create=False) as db:
         key = opt.resolve_workload(db, workload) if workload else None
         _report(["id", "workload", "target", "tuner", "seed", "status", "records", "requested", "ok",
-                 "best GFLOP/s", "started", "last stored", "anchor GFLOP/s"],
+                 "best GFLOP/s", "started", "last stored", "anchor GFLOP/s", "ratio interval"],
                 [[r.id, r.workload_key, r.target.describe(), r.tuner, r.seed, r.state(), r.n_records,
-                  r.trials_requested, r.n_ok, r.best_gflops, r.started_at, r.heartbeat_at, r.anchor_gflops]
+                  r.trials_requested, r.n_ok, r.best_gflops, r.started_at, r.heartbeat_at, r.anchor_gflops,
+                  None if r.ratio_low is None else (r.ratio_low, r.ratio_high)]
                  for r in db.list_runs(key, target)], as_json)
 
 

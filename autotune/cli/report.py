@@ -173,6 +173,7 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
         lines.append(f"anchor:   {final.anchor_name} {_gflops(final.anchor_gflops)} GFLOP/s; ratio "
                      f"{final.ratio(final.winner):.3g}x (the median of the two's ratio in each of the final "
                      f"timing's {_rounds(final)})")
+        lines += _interval_lines(final)
         if anchor.get("before") is not None:
             lines.append(f"          before tuning: {_gflops(anchor['before'])} GFLOP/s (its fastest round)")
         if anchor.get("warning"):
@@ -199,6 +200,26 @@ def summary_lines(task, target, result, db, anchor: dict, picked: str | None = N
             ("build", "build_s"), ("run", "run_s"), ("model", "model_s"), ("search", "search_s"),
             ("database", "db_s"), ("total", "total_s")))
     )
+    return lines
+
+
+def _interval_lines(final) -> list[str]:
+    """The winner's ratio interval, and a warning when it is too wide for the ratio to be
+    reproduced within ``RATIO_TOLERANCE``."""
+    from autotune.final_timing import RATIO_CONFIDENCE, RATIO_TOLERANCE
+
+    winner = final.winner
+    interval = final.ratio_interval(winner)
+    lines = []
+    if interval is not None:
+        lines.append(f"          {RATIO_CONFIDENCE:.0%} interval of the ratio: {interval[0]:.3g}-{interval[1]:.3g}x "
+                     f"(from the rounds' ratios; a re-timing is expected inside it)")
+    if final.ratio_uncertain(winner):
+        why = ("too few rounds for an interval" if interval is None else
+               f"the rounds disagree by more than {RATIO_TOLERANCE:.0%} to either side")
+        lines.append(f"          warning: {why}: a re-timing may differ from this ratio by more than "
+                     f"{RATIO_TOLERANCE:.0%} (the machine's speed moved while it was timed; time again "
+                     f"on a quieter machine)")
     return lines
 
 

@@ -15,7 +15,7 @@ import autotune
 import tuning_db
 from autotune.final_timing import (
     FINAL_TUNER, FinalFigures, FinalTimingOptions, InterleavedTimes, confirm_leader, fastest_in_rounds,
-    interleaved_rounds, paired_ratio, pick_candidates, relative_error,
+    interleaved_rounds, median_interval, paired_ratio, pick_candidates, relative_error,
 )
 from autotune.loop import Trial
 from autotune.measure import MeasureResult, Status
@@ -261,6 +261,44 @@ def test_the_ratio_pairs_the_rounds_so_a_slow_stretch_between_the_two_timings_do
     assert figures.anchor_cost == pytest.approx(2.0)
     assert figures.gflops(0) / figures.anchor_gflops == pytest.approx(figures.ratio(0))
     assert paired_ratio([1.0], None) is None and paired_ratio([], [1.0]) is None
+
+
+def test_the_median_interval_takes_order_statistics_by_the_binomial_tail():
+    # 5 samples: only the extremes give 90 % (each tail 1/32); 4 samples cannot (1/16 > 5 %).
+    assert median_interval([5.0, 1.0, 3.0, 2.0, 4.0]) == (1.0, 5.0)
+    assert median_interval([1.0, 2.0, 3.0, 4.0]) is None
+    # 15 samples: P(fewer than 4 below the median) = 576 / 32768 <= 5 % < P(fewer than 5): the 4th from each end
+    assert median_interval([float(x) for x in range(15, 0, -1)]) == (4.0, 12.0)
+    assert median_interval([float(x) for x in range(15)], confidence=0.5) == (5.0, 9.0)
+    with pytest.raises(ValueError, match="confidence"):
+        median_interval([1.0] * 5, confidence=1.0)
+
+
+def test_the_median_interval_covers_the_median_about_as_often_as_it_says():
+    rng = random.Random(3)
+    for n in (5, 9, 15):
+        covered = 0
+        for _ in range(2000):
+            low, high = median_interval([rng.lognormvariate(0.0, 0.3) for _ in range(n)])
+            covered += low <= 1.0 <= high   # the lognormal's median is exp(0) = 1
+        assert 0.88 <= covered / 2000 <= 0.99, (n, covered)
+
+
+def test_the_ratio_interval_spans_the_rounds_ratios_and_a_wide_one_is_flagged():
+    steady = _figures([[1.0] * 5], anchor=[2.0, 2.02, 1.98, 2.01, 2.0])
+    assert steady.ratio_interval(0) == pytest.approx((1.98, 2.02))
+    assert not steady.ratio_uncertain(0)
+    # one round in five ran the anchor at half speed: the interval reaches to it, more than 5 % away
+    noisy = _figures([[1.0] * 5], anchor=[2.0, 2.02, 4.0, 2.01, 1.99])
+    assert noisy.ratio(0) == pytest.approx(2.01) and noisy.ratio_interval(0) == pytest.approx((1.99, 4.0))
+    assert noisy.ratio_uncertain(0)
+    # too few rounds for an interval: no interval, and the ratio cannot be vouched for
+    short = _figures([[1.0] * 3], anchor=[2.0] * 3)
+    assert short.ratio_interval(0) is None and short.ratio_uncertain(0)
+    # no anchor, or a failure: no ratio, nothing to flag
+    assert _figures([[1.0] * 5], anchor=None).ratio_interval(0) is None
+    failed = _figures([[1.0] * 5, []], anchor=[2.0] * 5, errors={1: "runtime_error: boom"})
+    assert failed.ratio_interval(1) is None and not failed.ratio_uncertain(1)
 
 
 def test_a_failed_candidate_has_no_figure_and_cannot_win():

@@ -30,6 +30,15 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
     assert ratio, out
     assert ratio.group(3) == best.group(3)
     assert ratio.group(2) == winner_line[2]
+    interval = re.search(r"^ +90% interval of the ratio: ([\d.e+-]+)-([\d.e+-]+)x \(from the rounds' ratios; "
+                         r"a re-timing is expected inside it\)$", out, re.M)
+    assert interval, out  # 5 rounds or more give one
+    low, high, reported = float(interval.group(1)), float(interval.group(2)), float(ratio.group(2))
+    assert low <= reported * 1.001 and reported <= high * 1.001
+    wide = max(reported - low, high - reported) > 0.05 * reported
+    warned = re.search(r"^ +warning: the rounds disagree by more than 5% to either side: a re-timing may differ "
+                       r"from this ratio by more than 5% ", out, re.M)
+    assert bool(warned) == wide, out
     peak = re.search(r"^peak: +([\d.]+) GFLOP/s fp32 \(FMA throughput measured on \d+ cores?, \d+ lanes\); "
                      r"the best is (\d+) % of it$", out, re.M)
     assert peak, out  # a float32 workload on the CPU: the best's share of the measured peak
@@ -51,6 +60,7 @@ def test_the_reported_winner_and_ratio_are_the_stored_final_timing_and_apply_bes
     runs = json.loads(cli.run("log", "runs", "--json").stdout)
     assert [r["tuner"] for r in runs] == ["random", "final"]
     assert runs[1]["anchor_gflops"] == pytest.approx(float(ratio.group(1)), rel=5e-3) and runs[0]["anchor_gflops"] is None
+    assert runs[1]["ratio_interval"] == pytest.approx([low, high], rel=5e-3) and runs[0]["ratio_interval"] is None
 
 
 def test_final_zero_reports_the_search_best_and_stores_no_final_run(cli):

@@ -35,6 +35,21 @@ def test_log_runs(tuned, extra):
     assert re.match(r"\s*1\s+" + re.escape(MATMUL_KEY) + r"\s+cpu.*random\s+0\s+finished\s+12\s+12", lines[1])
 
 
+def test_log_runs_shows_a_final_runs_ratio_interval(cli):
+    params = {"M": 16, "N": 16, "K": 16}
+    target = tuning_db.TargetInfo("cpu", "test cpu", "gcc", "-O2", "node1")
+    with tuning_db.Database(cli.db) as db:
+        db.start_run(MATMUL_KEY, "matmul", params, target, "random", 0, 8, "0.1.0")
+        db.start_run(MATMUL_KEY, "matmul", params, target, "final", None, 3, "0.1.0",
+                     anchor_gflops=2.5, ratio_interval=(1.0823, 1.2141))
+    header, search, final = cli.run("log", "runs").stdout.splitlines()
+    assert header.endswith("anchor GFLOP/s  ratio interval")
+    assert re.search(r"\s-\s+-$", search) and re.search(r"\s2\.5  1\.08-1\.21$", final), (search, final)
+    runs = json.loads(cli.run("log", "runs", "--json").stdout)
+    assert [(r["tuner"], r["anchor_gflops"], r["ratio_interval"]) for r in runs] == [
+        ("random", None, None), ("final", 2.5, [1.0823, 1.2141])]
+
+
 def test_log_top(tuned, tmp_path):
     cli, _ = tuned
     # a failure that claims to be the fastest of all must not rank

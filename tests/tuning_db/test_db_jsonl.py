@@ -52,6 +52,47 @@ def test_export_then_import_gives_equal_contents(db, tmp_path):
         assert _contents(fresh) == _contents(db)
 
 
+def _fill_final(db) -> int:
+    """A searching run and its final timing run (anchor and ratio interval); the final run's id."""
+    name, params = MATMUL
+    searched = start(db)
+    db.add_records(searched, [make_record(0)])
+    db.finish_run(searched)
+    final = db.start_run(key_of(name, params), name, params, CPU, "final", None, 1, "0.1.0",
+                         anchor_gflops=0.4, ratio_interval=(1.08, 1.21))
+    db.add_records(final, [make_record(1)])
+    db.finish_run(final)
+    return final
+
+
+def test_a_final_runs_ratio_interval_is_exported_and_imported(db, tmp_path):
+    _fill_final(db)
+    lines = [json.loads(line) for line in _lines(db)]
+    assert [line["run"]["ratio_interval"] for line in lines] == [None, [1.08, 1.21]]
+    path = tmp_path / "records.jsonl"
+    db.export_jsonl(path)
+    with tuning_db.Database(tmp_path / "fresh.db") as fresh:
+        assert fresh.import_jsonl(path) == 2
+        assert _contents(fresh) == _contents(db)
+        final = fresh.list_runs()[-1]
+        assert (final.tuner, final.anchor_gflops, final.ratio_low, final.ratio_high) == ("final", 0.4, 1.08, 1.21)
+
+
+def test_a_ratio_interval_is_optional_on_import_and_checked(db, tmp_path):
+    _fill_final(db)
+    line = json.loads(_lines(db)[1])
+    older = line | {"run": {k: v for k, v in line["run"].items() if k != "ratio_interval"}}  # before version 6
+    with tuning_db.Database(tmp_path / "fresh.db") as fresh:
+        assert fresh.import_jsonl(io.StringIO(json.dumps(older))) == 1
+        (run,) = fresh.list_runs()
+        assert (run.anchor_gflops, run.ratio_low, run.ratio_high) == (0.4, None, None)
+        for bad in ([1.21, 1.08], [0, 1], [1.08], "1.08-1.21", [1.08, None], [1, float("inf")]):
+            text = json.dumps(line | {"run": line["run"] | {"ratio_interval": bad}})
+            with pytest.raises(RecordFormatError, match=r"line 1: field 'run.ratio_interval' must be two finite"):
+                fresh.import_jsonl(io.StringIO(text))
+        assert len(fresh.list_runs()) == 1
+
+
 def test_import_into_the_same_database_adds_nothing(db):
     _fill(db)
     buf = io.StringIO()

@@ -168,8 +168,9 @@ def test_migrations_bring_a_version_1_database_to_the_schema_a_new_one_gets(post
     Database(fresh).close()
     with Database(postgres_url) as db:
         db.add_records(start(db), [make_record(0), make_record(1, "timeout")])
-    # Back to version 1: without the columns versions 2, 3 and 5 added, nor the status version 4 added.
-    added = {"tuning_runs": ("pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops", "anchor_gflops"),
+    # Back to version 1: without the columns versions 2, 3, 5 and 6 added, nor the status version 4 added.
+    added = {"tuning_runs": ("pid", "host", "heartbeat_at", "resumed_from", "baseline_gflops", "anchor_gflops",
+                             "ratio_low", "ratio_high"),
              "workloads": ("dag_json", "dag_hash", "dag_stored_at")}
     engine = create_engine(postgres_url)
     with engine.begin() as conn:
@@ -186,6 +187,7 @@ def test_migrations_bring_a_version_1_database_to_the_schema_a_new_one_gets(post
     with Database(postgres_url) as db:
         (run,) = db.list_runs()
         assert (run.n_records, run.n_ok, run.pid, run.heartbeat_at) == (2, 1, None, None)
+        assert (run.anchor_gflops, run.ratio_low, run.ratio_high) == (None, None, None)
         assert db.workload_dag(KEY) is None
     assert _columns(postgres_url) == _columns(fresh)
     assert _checks(postgres_url) == _checks(fresh)

@@ -77,6 +77,31 @@ def test_runs_start_and_finish(db):
     assert len(db.list_workloads()) == 1 and len(db.list_targets()) == 1
 
 
+def _start_final(db, ratio_interval) -> int:
+    name, params = MATMUL
+    return db.start_run(key_of(name, params), name, params, CPU, "final", None, 3, "0.1.0",
+                        anchor_gflops=2.5, ratio_interval=ratio_interval)
+
+
+def test_a_final_run_keeps_its_ratio_interval(db):
+    searched = start(db)
+    final = _start_final(db, (1.08, 1.21))
+    point = _start_final(db, (1, 1))        # as narrow as it gets: ints, low == high
+    runs = {r.id: r for r in db.list_runs(key_of(*MATMUL))}
+    assert (runs[final].ratio_low, runs[final].ratio_high, runs[final].anchor_gflops) == (1.08, 1.21, 2.5)
+    assert (runs[point].ratio_low, runs[point].ratio_high) == (1.0, 1.0)
+    assert (runs[searched].ratio_low, runs[searched].ratio_high) == (None, None)
+    assert db.get_run(final) == runs[final]
+
+
+@pytest.mark.parametrize("interval", [(1.2, 1.1), (0, 1), (float("nan"), 1), (1, float("inf")),
+                                      (1.1,), (1.0, "1.2"), (True, 2.0), 1.1])
+def test_a_ratio_interval_that_is_not_one_is_refused(db, interval):
+    with pytest.raises(ValueError, match="ratio_interval must be two finite positive numbers"):
+        _start_final(db, interval)
+    assert db.list_runs() == []             # refused before anything was written
+
+
 def _fields(record: MeasureRecord) -> dict:
     from dataclasses import fields
 
