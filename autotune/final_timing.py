@@ -56,9 +56,9 @@ third for a few seconds while a neighbour works, and the median of five such rou
 several percent from one process to the next. So the confirmation goes on past ``rounds``,
 up to ``max_rounds``, until the leader's figure is ``precise``: until the relative standard
 error of its ratio to the anchor, estimated from the spread of the rounds' ratios (of its
-own rounds where there is no anchor), is at most ``precision``. A machine whose rounds
-scatter by about 1 % stops at ``rounds``; the rounds that picked the leader are not
-extended (they only pick it).
+own rounds where there is no anchor), is at most ``precision``, and its 90 % interval (below)
+reaches no more than 5 % from it. A machine whose rounds scatter by about 1 % stops at
+``rounds``; the rounds that picked the leader are not extended (they only pick it).
 
 The ratio comes with its interval (``FinalFigures.ratio_interval``): a distribution-free
 90 % confidence interval of the median of the rounds' ratios (``median_interval``), printed
@@ -102,7 +102,8 @@ class FinalTimingOptions:
     seconds between the anchor and the candidates; ``anchor`` False leaves the anchor out
     (the command line's ``--no-anchor``); ``confirm`` times the leader again before it wins,
     in ``rounds`` rounds and more, up to ``max_rounds`` (None: three times ``rounds``), until
-    the relative standard error of its figure is at most ``precision`` (the module docstring)."""
+    the relative standard error of its figure is at most ``precision`` and its interval reaches
+    no more than ``RATIO_TOLERANCE`` from it (``precise``, the module docstring)."""
 
     candidates: int = 5
     rounds: int = 5
@@ -245,25 +246,6 @@ def fastest_in_rounds(times: InterleavedTimes, keep: int) -> list[int]:
     return sorted(timed, key=relative)[:keep]
 
 
-def precise(times: InterleavedTimes, precision: float) -> bool:
-    """Whether the fastest timed candidate's figure (its ratio to the anchor, ``paired_ratio``;
-    its own median without an anchor) has a relative standard error of at most ``precision``;
-    True when no candidate has rounds left to time."""
-    timed = [i for i, rounds in enumerate(times.candidates) if rounds and i not in times.errors]
-    if not timed:
-        return True
-    leader = min(timed, key=lambda i: statistics.median(times.candidates[i]))
-    if times.anchor:
-        return relative_error(round_ratios(times.candidates[leader], times.anchor)) <= precision
-    return relative_error(times.candidates[leader]) <= precision
-
-
-def round_ratios(candidate_rounds: list[float], anchor_rounds: list[float]) -> list[float]:
-    """The candidate's speed over the anchor's in each round both were timed in (the anchor's
-    time over the candidate's), in the order of the rounds."""
-    return [a / c for c, a in zip(candidate_rounds, anchor_rounds) if c > 0 and a > 0]
-
-
 #: The confidence of the interval a final figure's ratio is given with.
 RATIO_CONFIDENCE = 0.9
 #: A ratio whose interval reaches further than this share of it to either side is reported
@@ -289,6 +271,32 @@ def median_interval(samples: list[float], confidence: float = RATIO_CONFIDENCE) 
         below += math.comb(n, k) / 2 ** n
         k += 1
     return (ordered[k - 1], ordered[n - k]) if k else None
+
+
+def precise(times: InterleavedTimes, precision: float) -> bool:
+    """Whether the fastest timed candidate's figure (its ratio to the anchor, ``paired_ratio``;
+    its own median without an anchor) has a relative standard error of at most ``precision``
+    and, once there are rounds enough for one, a ``median_interval`` that reaches no more than
+    ``RATIO_TOLERANCE`` of the figure to either side; True when no candidate has rounds left
+    to time. The interval guards the error estimate: the median absolute deviation of five
+    rounds of which three agree is nil however wild the other two are, and the timing would
+    stop with an interval the report must then warn about."""
+    timed = [i for i, rounds in enumerate(times.candidates) if rounds and i not in times.errors]
+    if not timed:
+        return True
+    leader = min(timed, key=lambda i: statistics.median(times.candidates[i]))
+    samples = (round_ratios(times.candidates[leader], times.anchor) if times.anchor
+               else times.candidates[leader])
+    if relative_error(samples) > precision:
+        return False
+    interval, middle = median_interval(samples), statistics.median(samples)
+    return interval is None or max(middle - interval[0], interval[1] - middle) <= RATIO_TOLERANCE * middle
+
+
+def round_ratios(candidate_rounds: list[float], anchor_rounds: list[float]) -> list[float]:
+    """The candidate's speed over the anchor's in each round both were timed in (the anchor's
+    time over the candidate's), in the order of the rounds."""
+    return [a / c for c, a in zip(candidate_rounds, anchor_rounds) if c > 0 and a > 0]
 
 
 def paired_ratio(candidate_rounds: list[float], anchor_rounds: list[float] | None) -> float | None:

@@ -132,9 +132,17 @@ def test_a_timing_stops_once_its_rounds_agree_enough():
     # Two wild rounds, then steady ones: more rounds until the steady ones outvote the spread.
     times = interleaved_rounds(1, _scripted([1.0, 1.5, 0.6] + [1.0] * 20), None, rounds=3,
                                sleep=lambda s: None, max_rounds=20, precision=0.05)
-    assert 3 < len(times.candidates[0]) < 20
-    assert relative_error(times.candidates[0]) <= 0.05
-    assert relative_error(times.candidates[0][:-1]) > 0.05  # and not one round later than that
+    # The error estimate alone is nil from the 5th round (three of five agree), but the 90 %
+    # interval is the extremes up to 7 rounds; from 8 it is the 2nd from each end: 1.0 both.
+    assert len(times.candidates[0]) == 8
+    assert relative_error(times.candidates[0][:5]) == 0.0 and median_interval(times.candidates[0][:7]) == (0.6, 1.5)
+    assert median_interval(times.candidates[0]) == (1.0, 1.0)
+
+
+def test_a_timing_with_too_few_rounds_for_an_interval_stops_by_its_error_alone():
+    times = interleaved_rounds(1, _scripted([1.0, 1.001, 0.999, 1.0]), None, rounds=3,
+                               sleep=lambda s: None, max_rounds=4, precision=0.05)
+    assert len(times.candidates[0]) == 3
 
 
 def test_the_rounds_that_pick_the_leader_are_not_extended_but_its_confirmation_is():
