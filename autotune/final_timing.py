@@ -273,6 +273,12 @@ def median_interval(samples: list[float], confidence: float = RATIO_CONFIDENCE) 
     return (ordered[k - 1], ordered[n - k]) if k else None
 
 
+def within_tolerance(interval: tuple[float, float], figure: float) -> bool:
+    """Whether ``interval`` reaches no more than ``RATIO_TOLERANCE`` of ``figure`` from it on
+    either side."""
+    return max(figure - interval[0], interval[1] - figure) <= RATIO_TOLERANCE * figure
+
+
 def precise(times: InterleavedTimes, precision: float) -> bool:
     """Whether the fastest timed candidate's figure (its ratio to the anchor, ``paired_ratio``;
     its own median without an anchor) has a relative standard error of at most ``precision``
@@ -289,8 +295,8 @@ def precise(times: InterleavedTimes, precision: float) -> bool:
                else times.candidates[leader])
     if relative_error(samples) > precision:
         return False
-    interval, middle = median_interval(samples), statistics.median(samples)
-    return interval is None or max(middle - interval[0], interval[1] - middle) <= RATIO_TOLERANCE * middle
+    interval = median_interval(samples)
+    return interval is None or within_tolerance(interval, statistics.median(samples))
 
 
 def round_ratios(candidate_rounds: list[float], anchor_rounds: list[float]) -> list[float]:
@@ -416,7 +422,7 @@ class FinalFigures:
         ratio, interval = self.ratio(i), self.ratio_interval(i)
         if ratio is None:
             return False
-        return interval is None or max(ratio - interval[0], interval[1] - ratio) > RATIO_TOLERANCE * ratio
+        return interval is None or not within_tolerance(interval, ratio)
 
 
 def pick_candidates(history, n: int) -> list[tuple[Config, float]]:
