@@ -273,10 +273,14 @@ def median_interval(samples: list[float], confidence: float = RATIO_CONFIDENCE) 
     return (ordered[k - 1], ordered[n - k]) if k else None
 
 
-def within_tolerance(interval: tuple[float, float], figure: float) -> bool:
-    """Whether ``interval`` reaches no more than ``RATIO_TOLERANCE`` of ``figure`` from it on
-    either side."""
-    return max(figure - interval[0], interval[1] - figure) <= RATIO_TOLERANCE * figure
+def interval_holds(samples: list[float]) -> bool | None:
+    """Whether the ``median_interval`` of ``samples`` reaches no more than ``RATIO_TOLERANCE``
+    of their median from it on either side; None when there are too few for an interval."""
+    interval = median_interval(samples)
+    if interval is None:
+        return None
+    middle = statistics.median(samples)
+    return max(middle - interval[0], interval[1] - middle) <= RATIO_TOLERANCE * middle
 
 
 def precise(times: InterleavedTimes, precision: float) -> bool:
@@ -293,10 +297,7 @@ def precise(times: InterleavedTimes, precision: float) -> bool:
     leader = min(timed, key=lambda i: statistics.median(times.candidates[i]))
     samples = (round_ratios(times.candidates[leader], times.anchor) if times.anchor
                else times.candidates[leader])
-    if relative_error(samples) > precision:
-        return False
-    interval = median_interval(samples)
-    return interval is None or within_tolerance(interval, statistics.median(samples))
+    return relative_error(samples) <= precision and interval_holds(samples) is not False
 
 
 def round_ratios(candidate_rounds: list[float], anchor_rounds: list[float]) -> list[float]:
@@ -411,18 +412,18 @@ class FinalFigures:
         """The ``confidence`` interval of candidate ``i``'s ratio (``median_interval`` of its
         rounds' ratios): where a re-timing of the two is expected to land. None without
         enough rounds of both, or if it failed."""
-        if i in self.errors:
-            return None
-        return median_interval(round_ratios(self.rounds_of(i), self.anchor_rounds_of(i) or []), confidence)
+        return median_interval(self._round_ratios(i), confidence)
 
     def ratio_uncertain(self, i: int) -> bool:
         """Whether candidate ``i``'s ratio interval reaches more than ``RATIO_TOLERANCE`` of
         its ratio to either side (or there is none): its figure may not be reproducible
         within that tolerance."""
-        ratio, interval = self.ratio(i), self.ratio_interval(i)
-        if ratio is None:
-            return False
-        return interval is None or not within_tolerance(interval, ratio)
+        ratios = self._round_ratios(i)
+        return bool(ratios) and interval_holds(ratios) is not True
+
+    def _round_ratios(self, i: int) -> list[float]:
+        """Candidate ``i``'s ratio in each round behind its figure (none if it failed)."""
+        return [] if i in self.errors else round_ratios(self.rounds_of(i), self.anchor_rounds_of(i) or [])
 
 
 def pick_candidates(history, n: int) -> list[tuple[Config, float]]:
